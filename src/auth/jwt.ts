@@ -1,0 +1,122 @@
+/**
+ * Access tokens: Hasura claims (contract §2.4) signed with the configured key, and their verification,
+ * pinned to the configured algorithm so `alg: none` or an algorithm swap never authenticates.
+ */
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import type { Config } from '../config.ts';
+import type { JwtKeys } from './keys.ts';
+
+/** Un-prefixed permission variables, as storage rules see them in `request.auth`. */
+export type PermissionVariables = {
+  'user-id': string;
+  'allowed-roles': string[];
+  'default-role': string;
+} & Record<string, string | string[]>;
+
+export interface ClaimsInput {
+  userId: string;
+  defaultRole: string;
+  /** Role names in database order; the default role is appended when missing. */
+  roles: string[];
+  /** `public.users` columns named in JWT_CUSTOM_FIELDS, by column name. */
+  customFields: Record<string, unknown>;
+}
+
+/** lodash.kebabCase for column names: `company_id` and `companyId` both give `company-id`. */
+export function kebabCase(name: string): string {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .join('-')
+    .toLowerCase();
+}
+
+/** HBP's stringification of custom claim values: arrays become Postgres array literals, the rest JSON. */
+export function claimValue(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value))
+    return `{${value.map((v) => `"${typeof v === 'string' ? v : JSON.stringify(v)}"`).join(',')}}`;
+  return JSON.stringify(value ?? null);
+}
+
+export function permissionVariables(
+  input: ClaimsInput,
+  customFieldNames: readonly string[],
+): PermissionVariables {
+  const roles = input.roles.includes(input.defaultRole)
+    ? [...input.roles]
+    : [...input.roles, input.defaultRole];
+  const vars: PermissionVariables = {
+    'user-id': input.userId,
+    'allowed-roles': roles,
+    'default-role': input.defaultRole,
+  } as PermissionVariables;
+  for (const name of customFieldNames) vars[kebabCase(name)] = claimValue(input.customFields[name]);
+  return vars;
+}
+
+export interface SignedToken {
+  token: string;
+  /** Lifetime in milliseconds (HBP's `jwt_expires_in`). */
+  expiresInMs: number;
+  expiresAt: Date;
+}
+
+export async function signAccessToken(
+  keys: JwtKeys,
+  config: Config,
+  vars: PermissionVariables,
+  now: Date,
+): Promise<SignedToken> {
+  const claims: Record<string, string | string[]> = {};
+  // Hasura reads `x-hasura-*`; key order follows HBP: user-id, allowed-roles, default-role, custom fields.
+  for (const [k, v] of Object.entries(vars)) claims[`x-hasura-${k}`] = v;
+  const iat = Math.floor(now.getTime() / 1000);
+  const lifetimeS = config.JWT_EXPIRES_IN * 60;
+  const header = keys.kid ? { alg: keys.algorithm, kid: keys.kid } : { alg: keys.algorithm };
+  const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: claims })
+    .setProtectedHeader(header)
+    .setSubject(vars['user-id'])
+    .setIssuer(config.JWT_ISSUER)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + lifetimeS)
+    .sign(keys.signingKey);
+  return { token, expiresInMs: lifetimeS * 1000, expiresAt: new Date((iat + lifetimeS) * 1000) };
+}
+
+export class InvalidAccessToken extends Error {}
+
+/** Verifies a token and returns its un-prefixed permission variables; throws InvalidAccessToken. */
+export async function verifyAccessToken(
+  keys: JwtKeys,
+  config: Config,
+  token: string,
+  now: Date,
+): Promise<PermissionVariables> {
+  let payload: Record<string, unknown>;
+  try {
+    ({ payload } = await jwtVerify(token, keys.verifyKey, {
+      algorithms: [keys.algorithm],
+      issuer: config.JWT_ISSUER,
+      currentDate: now,
+    }));
+  } catch (err) {
+    const reason = err instanceof joseErrors.JWTExpired ? 'expired' : 'invalid';
+    throw new InvalidAccessToken(`access token ${reason}`, { cause: err });
+  }
+  const claims = payload[config.JWT_CLAIMS_NAMESPACE];
+  if (!claims || typeof claims !== 'object') throw new InvalidAccessToken('access token has no claims');
+  const vars: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(claims as Record<string, unknown>)) {
+    vars[k.startsWith('x-hasura-') ? k.slice('x-hasura-'.length) : k] = v;
+  }
+  if (
+    typeof vars['user-id'] !== 'string' ||
+    !Array.isArray(vars['allowed-roles']) ||
+    typeof vars['default-role'] !== 'string'
+  ) {
+    throw new InvalidAccessToken('access token claims are incomplete');
+  }
+  return vars as PermissionVariables;
+}

@@ -1,0 +1,653 @@
+/**
+ * Every setting of the service, declared once: its environment name (HBP's names and legacy aliases
+ * included), its type, its default and one line of documentation. `loadConfig` parses the whole
+ * environment in one pass and reports every problem at once; nothing else reads `process.env`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse as parseDotenv } from 'dotenv';
+
+type Env = Record<string, string | undefined>;
+type Partial = Record<string, unknown>;
+
+interface Setting<T> {
+  /** Section heading in the documentation. */
+  group: string;
+  doc: string;
+  /** Older names accepted for the same setting (HBP's `*_ENABLE` spellings). */
+  aliases?: readonly string[];
+  /** Value when unset; a function sees the settings declared before this one. */
+  default: T | ((c: Partial) => T);
+  /** How the default is shown in the documentation when it is computed. */
+  defaultDoc?: string;
+  parse(raw: string): T;
+  /** Secrets are never printed. */
+  secret?: boolean;
+}
+
+class Invalid extends Error {}
+
+const TRUE = new Set(['true', '1', 'yes', 'on']);
+const FALSE = new Set(['false', '0', 'no', 'off']);
+
+function bool(
+  group: string,
+  def: boolean | ((c: Partial) => boolean),
+  doc: string,
+  aliases?: string[],
+): Setting<boolean> {
+  return {
+    group,
+    doc,
+    default: def,
+    aliases,
+    parse(raw) {
+      const v = raw.trim().toLowerCase();
+      if (TRUE.has(v)) return true;
+      if (FALSE.has(v)) return false;
+      throw new Invalid(`must be true or false, got "${raw}"`);
+    },
+  };
+}
+
+function int(
+  group: string,
+  def: number | ((c: Partial) => number),
+  doc: string,
+  range: { min?: number; max?: number } = {},
+): Setting<number> {
+  return {
+    group,
+    doc,
+    default: def,
+    parse(raw) {
+      const v = raw.trim();
+      if (!/^-?\d+$/.test(v)) throw new Invalid(`must be a whole number, got "${raw}"`);
+      const n = Number(v);
+      if (!Number.isSafeInteger(n)) throw new Invalid(`is out of range, got "${raw}"`);
+      if (range.min !== undefined && n < range.min)
+        throw new Invalid(`must be at least ${range.min}, got ${n}`);
+      if (range.max !== undefined && n > range.max)
+        throw new Invalid(`must be at most ${range.max}, got ${n}`);
+      return n;
+    },
+  };
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+/** A byte size: `1048576`, `512k`, `100MB`, `1GiB` (binary multiples). */
+function bytes(group: string, def: number, doc: string): Setting<number> {
+  return {
+    group,
+    doc,
+    default: def,
+    parse(raw) {
+      const m = /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(raw);
+      const unit = SIZE_UNITS[(m?.[2] ?? '').toLowerCase()];
+      if (!m || unit === undefined)
+        throw new Invalid(`must be a size such as 1048576, 512KB or 1GiB, got "${raw}"`);
+      return Number(m[1]) * unit;
+    },
+  };
+}
+
+function str(
+  group: string,
+  def: string | ((c: Partial) => string),
+  doc: string,
+  opts: { secret?: boolean; aliases?: string[] } = {},
+): Setting<string> {
+  return { group, doc, default: def, secret: opts.secret, aliases: opts.aliases, parse: (raw) => raw };
+}
+
+function list(group: string, def: string[] | ((c: Partial) => string[]), doc: string): Setting<string[]> {
+  return {
+    group,
+    doc,
+    default: def,
+    parse: (raw) =>
+      raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+  };
+}
+
+function oneOf<const T extends string>(
+  group: string,
+  values: readonly T[],
+  def: T,
+  doc: string,
+  caseInsensitive = false,
+): Setting<T> {
+  return {
+    group,
+    doc: `${doc} One of: ${values.join(', ')}.`,
+    default: def,
+    parse(raw) {
+      const v = raw.trim();
+      const found = values.find((x) => (caseInsensitive ? x.toLowerCase() === v.toLowerCase() : x === v));
+      if (!found) throw new Invalid(`must be one of ${values.join(', ')}, got "${raw}"`);
+      return found;
+    },
+  };
+}
+
+function url(
+  group: string,
+  doc: string,
+  protocols: string[],
+  opts: { secret?: boolean } = {},
+): Setting<string> {
+  return {
+    group,
+    doc,
+    default: '',
+    secret: opts.secret,
+    parse(raw) {
+      const v = raw.trim();
+      if (v === '') return '';
+      let u: URL;
+      try {
+        u = new URL(v);
+      } catch {
+        throw new Invalid('is not a valid URL');
+      }
+      if (!protocols.includes(u.protocol))
+        throw new Invalid(`must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+      return v;
+    },
+  };
+}
+
+const APP = 'Application';
+const AUTH = 'Auth features';
+const REG = 'Registration and passwords';
+const JWT = 'Tokens and sessions';
+const COOKIES = 'Cookies';
+const LIMITS = 'Rate limits';
+const MAIL = 'Email';
+const STORAGE = 'Storage';
+const IMAGES = 'Image transformation';
+const OAUTH = 'OAuth providers (settings accepted for compatibility; provider routes are not offered yet)';
+
+export const JWT_ALGORITHMS = [
+  'HS256',
+  'HS384',
+  'HS512',
+  'RS256',
+  'RS384',
+  'RS512',
+  'ES256',
+  'EdDSA',
+] as const;
+export type JwtAlgorithm = (typeof JWT_ALGORITHMS)[number];
+
+const providerSettings = (name: string, extra: Record<string, Setting<string>> = {}) => ({
+  [`${name}_ENABLED`]: bool(
+    OAUTH,
+    false,
+    `Accepted for compatibility; ${name.toLowerCase()} sign-in is not offered yet.`,
+    [`${name}_ENABLE`],
+  ),
+  [`${name}_CLIENT_ID`]: str(OAUTH, '', `${name.toLowerCase()} OAuth client id.`),
+  [`${name}_CLIENT_SECRET`]: str(OAUTH, '', `${name.toLowerCase()} OAuth client secret.`, { secret: true }),
+  ...extra,
+});
+
+/** The settings table. Order matters only for computed defaults (they see earlier entries). */
+const SETTINGS = {
+  // --- application ---
+  NODE_ENV: str(
+    APP,
+    'development',
+    '`production` refuses development-only settings (generated keys, embedded database) and turns on `trust proxy` defaults.',
+  ),
+  HOST: str(APP, '0.0.0.0', 'Interface to listen on (HBP: empty means all interfaces).'),
+  PORT: int(APP, 3000, 'Port to listen on.', { min: 0, max: 65535 }),
+  SERVER_URL: str(
+    APP,
+    (c) => `http://localhost:${c.PORT}`,
+    'Public base URL of this service, used in email links.',
+    {},
+  ),
+  DATA_DIR: str(
+    APP,
+    './data',
+    'Folder for embedded state: `db/` (PGlite), `storage/` (local files), `outbox/` (development emails), generated keys.',
+  ),
+  CUSTOM_DIR: str(
+    APP,
+    './custom',
+    "HBP's `custom/` folder: `keys/private.pem`, `emails/`, `storage-rules/rules.yaml`.",
+  ),
+  DATABASE_URL: url(
+    APP,
+    'PostgreSQL connection string. Unset: embedded PGlite in `DATA_DIR/db`.',
+    ['postgres:', 'postgresql:'],
+    { secret: true },
+  ),
+  DATABASE_POOL_SIZE: int(APP, 10, 'Maximum PostgreSQL connections per instance.', { min: 1, max: 1000 }),
+  REDIS_URL: url(
+    APP,
+    'Redis for shared rate-limit counters across instances. Unset: counters in memory.',
+    ['redis:', 'rediss:'],
+    { secret: true },
+  ),
+  LOG_LEVEL: oneOf(
+    APP,
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
+    'info',
+    'Log level.',
+  ),
+  REDIRECT_URL_SUCCESS: str(
+    APP,
+    '',
+    'Where activation and magic links redirect on success (`refresh_token` is appended).',
+  ),
+  REDIRECT_URL_ERROR: str(
+    APP,
+    '',
+    'Where activation and magic links redirect on failure. Unset: answer 401.',
+  ),
+  ALLOWED_REDIRECT_URLS: list(
+    APP,
+    [],
+    'Extra redirect targets a client may ask for with `redirect_to` (exact origins or `*` patterns).',
+  ),
+  CORS_ORIGINS: list(
+    APP,
+    [],
+    'Origins allowed to call the API with credentials (`*` patterns allowed). Unset: any localhost origin outside production, none in production.',
+  ),
+  TRUST_PROXY: str(
+    APP,
+    (c) => (c.NODE_ENV === 'production' ? '1' : 'false'),
+    'Fastify `trustProxy`: `true`, `false`, a hop count or a list of addresses.',
+  ),
+  BODY_LIMIT: bytes(APP, 1024 * 1024, 'Largest JSON body accepted (413 beyond).'),
+  HASURA_ENDPOINT: str(
+    APP,
+    '',
+    'GraphQL engine endpoint (accepted for compatibility; Gatehouse talks to PostgreSQL directly).',
+  ),
+  HASURA_GRAPHQL_ADMIN_SECRET: str(
+    APP,
+    '',
+    'Admin secret: storage rule bypass and login impersonation (header `x-admin-secret`). Empty: no bypass.',
+    { secret: true },
+  ),
+
+  // --- auth features ---
+  AUTH_ENABLED: bool(AUTH, true, 'Every `/auth` route (404 when false).', ['AUTH_ENABLE']),
+  AUTH_LOCAL_USERS_ENABLED: bool(AUTH, true, 'Email and password accounts (accepted for compatibility).', [
+    'AUTH_LOCAL_USERS_ENABLE',
+  ]),
+  CHANGE_EMAIL_ENABLED: bool(AUTH, true, '`/auth/change-email*` routes.', ['CHANGE_EMAIL_ENABLE']),
+  NOTIFY_EMAIL_CHANGE: bool(AUTH, false, 'Email the old address after a verified email change.'),
+  ANONYMOUS_USERS_ENABLED: bool(AUTH, false, '`POST /auth/login` with `anonymous: true`.', [
+    'ANONYMOUS_USERS_ENABLE',
+  ]),
+  ALLOW_USER_SELF_DELETE: bool(AUTH, false, '`POST /auth/delete`.'),
+  VERIFY_EMAILS: bool(AUTH, false, 'Email changes are confirmed by a ticket sent to the new address.'),
+  LOST_PASSWORD_ENABLED: bool(AUTH, false, '`/auth/change-password/request` and `/change`.', [
+    'LOST_PASSWORD_ENABLE',
+  ]),
+  USER_IMPERSONATION_ENABLED: bool(AUTH, false, 'Admin login as any user with `x-admin-secret`.', [
+    'USER_IMPERSONATION_ENABLE',
+  ]),
+  MAGIC_LINK_ENABLED: bool(
+    AUTH,
+    false,
+    'Password-less register and login by emailed link; gates `/auth/magic-link`.',
+    ['MAGIC_LINK_ENABLE'],
+  ),
+  MAGIC_LINK_EXPIRES_IN: int(AUTH, 15, 'Lifetime of a magic-link token, in minutes.', { min: 1 }),
+  MFA_ENABLED: bool(AUTH, true, '`/auth/mfa/*` routes (TOTP).', ['MFA_ENABLE']),
+  OTP_ISSUER: str(AUTH, 'HBP', 'Issuer shown by authenticator apps.'),
+  MFA_ENCRYPTION_KEY: str(
+    AUTH,
+    '',
+    'Secret from which the key that encrypts TOTP secrets at rest is derived. Unset outside production: generated into `DATA_DIR`.',
+    { secret: true },
+  ),
+
+  // --- registration and passwords ---
+  ALLOWED_EMAIL_DOMAINS: list(
+    REG,
+    [],
+    'Email domains allowed to register (exact or dot-bounded subdomain). Unset: all.',
+  ),
+  DEFAULT_USER_ROLE: str(REG, 'user', 'Default role of new accounts.'),
+  DEFAULT_ANONYMOUS_ROLE: str(REG, 'anonymous', 'Role of anonymous accounts.'),
+  DEFAULT_ALLOWED_USER_ROLES: list(
+    REG,
+    (c) => [String(c.DEFAULT_USER_ROLE)],
+    'Roles given to a new account that asks for none.',
+  ),
+  ALLOWED_USER_ROLES: list(
+    REG,
+    (c) => [...(c.DEFAULT_ALLOWED_USER_ROLES as string[])],
+    'Roles a new account may ask for in `register_options.allowed_roles`.',
+  ),
+  AUTO_ACTIVATE_NEW_USERS: bool(
+    REG,
+    true,
+    'New accounts are active at once (tokens returned). false: an activation email is sent and no tokens are returned.',
+  ),
+  REGISTRATION_CUSTOM_FIELDS: list(
+    REG,
+    [],
+    '`public.users` columns a client may set in `user_data` at registration.',
+  ),
+  MIN_PASSWORD_LENGTH: int(
+    REG,
+    3,
+    'Shortest password accepted (HBP default 3; 8 or more recommended). The longest is 128.',
+    { min: 1, max: 128 },
+  ),
+  HIBP_ENABLED: bool(REG, false, 'Refuse passwords found in Have I Been Pwned (k-anonymity range query).', [
+    'HIBP_ENABLE',
+  ]),
+  HIBP_ENDPOINT: str(REG, 'https://api.pwnedpasswords.com/range/', 'Pwned Passwords range API base URL.'),
+  HIBP_FAIL_OPEN: bool(
+    REG,
+    true,
+    'When the Pwned Passwords API cannot be reached: true accepts the password, false refuses it (503).',
+  ),
+  HIBP_TIMEOUT_MS: int(REG, 2000, 'Timeout of the Pwned Passwords request, in milliseconds.', { min: 1 }),
+  ARGON2_MEMORY_COST: int(REG, 19456, 'argon2id memory in KiB (OWASP: 19456).', { min: 8 }),
+  ARGON2_TIME_COST: int(REG, 2, 'argon2id iterations (OWASP: 2).', { min: 1 }),
+  ARGON2_PARALLELISM: int(REG, 1, 'argon2id lanes (OWASP: 1).', { min: 1, max: 16 }),
+
+  // --- tokens and sessions ---
+  JWT_KEY: str(
+    JWT,
+    '',
+    'HS* shared secret, or a PEM private key (RS*/ES*/EdDSA; `\\n` sequences allowed). Unset: `CUSTOM_DIR/keys/private.pem`, generated outside production.',
+    { secret: true },
+  ),
+  JWT_ALGORITHM: oneOf(JWT, JWT_ALGORITHMS, 'RS256', 'Access-token signing algorithm.'),
+  JWT_CLAIMS_NAMESPACE: str(
+    JWT,
+    'https://hasura.io/jwt/claims',
+    'Key of the Hasura claims object in the JWT.',
+  ),
+  JWT_ISSUER: str(JWT, 'nhost', 'The `iss` claim (HBP: nhost).'),
+  JWT_EXPIRES_IN: int(
+    JWT,
+    15,
+    'Access-token lifetime in minutes (`jwt_expires_in` is reported in milliseconds).',
+    { min: 1 },
+  ),
+  JWT_REFRESH_EXPIRES_IN: int(JWT, 43200, 'Refresh-token lifetime in minutes (30 days).', { min: 1 }),
+  JWT_CUSTOM_FIELDS: list(
+    JWT,
+    [],
+    '`public.users` columns added to the claims as `x-hasura-<kebab-name>` strings.',
+  ),
+  REFRESH_TOKEN_REUSE_INTERVAL: int(
+    JWT,
+    10,
+    'Seconds during which a just-rotated refresh token may be presented again (racing tabs) and gets a sibling; later reuse revokes the session.',
+    { min: 0 },
+  ),
+  TICKET_ACTIVATION_EXPIRES_IN: int(JWT, 10080, 'Lifetime of an activation ticket, in minutes (7 days).', {
+    min: 1,
+  }),
+  TICKET_PASSWORD_RESET_EXPIRES_IN: int(JWT, 60, 'Lifetime of a password-reset ticket, in minutes.', {
+    min: 1,
+  }),
+  TICKET_EMAIL_CHANGE_EXPIRES_IN: int(JWT, 60, 'Lifetime of an email-change ticket, in minutes.', { min: 1 }),
+  TICKET_MFA_EXPIRES_IN: int(JWT, 5, 'Lifetime of an MFA login ticket, in minutes.', { min: 1 }),
+
+  // --- cookies ---
+  COOKIE_SECRET: str(
+    COOKIES,
+    '',
+    'Signs every cookie. Unset outside production: generated into `DATA_DIR`.',
+    { secret: true },
+  ),
+  COOKIE_SECURE: bool(COOKIES, false, '`Secure` attribute on cookies.'),
+  COOKIE_SAME_SITE: oneOf(
+    COOKIES,
+    ['lax', 'strict', 'none'] as const,
+    'lax',
+    '`SameSite` attribute on cookies.',
+    true,
+  ),
+
+  // --- rate limits ---
+  RATE_LIMIT_ENABLED: bool(
+    LIMITS,
+    true,
+    'Every rate limit (turn off only behind a gateway that limits, or for load tests).',
+  ),
+  MAX_REQUESTS: int(LIMITS, 1000, 'Requests per client IP per `TIME_FRAME`, all routes but health.', {
+    min: 1,
+  }),
+  TIME_FRAME: int(LIMITS, 900000, 'Window of `MAX_REQUESTS`, in milliseconds (15 minutes).', { min: 1 }),
+
+  // --- email ---
+  EMAILS_ENABLED: bool(
+    MAIL,
+    (c) => c.NODE_ENV !== 'production',
+    'Send emails. Default: on outside production (to the outbox when `SMTP_HOST` is unset), off in production.',
+    ['EMAILS_ENABLE'],
+  ),
+  SMTP_HOST: str(
+    MAIL,
+    '',
+    'SMTP server. Unset outside production: emails go to `DATA_DIR/outbox` and the log.',
+  ),
+  SMTP_PORT: int(MAIL, 587, 'SMTP port.', { min: 1, max: 65535 }),
+  SMTP_SECURE: bool(
+    MAIL,
+    (c) => c.SMTP_PORT === 465,
+    'Implicit TLS. Default: true only on port 465 (587 uses STARTTLS).',
+  ),
+  SMTP_USER: str(MAIL, '', 'SMTP user.'),
+  SMTP_PASS: str(MAIL, '', 'SMTP password.', { secret: true }),
+  SMTP_SENDER: str(
+    MAIL,
+    (c) => String(c.SMTP_USER || 'gatehouse@localhost'),
+    '`From` address (default: `SMTP_USER`).',
+  ),
+  SMTP_AUTH_METHOD: str(MAIL, 'PLAIN', 'SMTP authentication method.'),
+  EMAIL_TEMPLATES_DIR: str(
+    MAIL,
+    (c) => path.join(String(c.CUSTOM_DIR), 'emails'),
+    'Folder of template overrides laid out like HBP `custom/emails/<template>/{subject,html}.ejs`.',
+  ),
+
+  // --- storage ---
+  STORAGE_ENABLED: bool(STORAGE, true, 'Every `/storage` route (404 when false).', ['STORAGE_ENABLE']),
+  S3_ENDPOINT: str(
+    STORAGE,
+    '',
+    'S3-compatible endpoint (`host:port` or URL). Unset: files in `DATA_DIR/storage`.',
+  ),
+  S3_SSL_ENABLED: bool(STORAGE, true, 'HTTPS to the S3 endpoint when it is given without a scheme.', [
+    'S3_SSL_ENABLE',
+  ]),
+  S3_BUCKET: str(STORAGE, '', 'Bucket (created at start when missing).'),
+  S3_ACCESS_KEY_ID: str(STORAGE, '', 'S3 access key.', { secret: true }),
+  S3_SECRET_ACCESS_KEY: str(STORAGE, '', 'S3 secret key.', { secret: true }),
+  S3_REGION: str(STORAGE, 'us-east-1', 'S3 region.'),
+  STORAGE_RULES_PATH: str(
+    STORAGE,
+    (c) => path.join(String(c.CUSTOM_DIR), 'storage-rules', 'rules.yaml'),
+    "Storage rules (HBP format). Missing file: HBP's default rules.",
+  ),
+  STORAGE_MAX_UPLOAD_SIZE: bytes(STORAGE, 1024 ** 3, 'Largest upload accepted (413 beyond).'),
+
+  // --- images ---
+  IMAGE_MAX_PIXELS: int(
+    IMAGES,
+    50_000_000,
+    'Largest source image (width × height) that is transformed (422 beyond).',
+    { min: 1 },
+  ),
+  IMAGE_CONCURRENCY: int(IMAGES, 2, 'Image transforms run at once; more wait in a queue.', {
+    min: 1,
+    max: 64,
+  }),
+
+  // --- OAuth (compatibility) ---
+  PROVIDER_SUCCESS_REDIRECT: str(OAUTH, '', 'OAuth success redirect (falls back to `REDIRECT_URL_SUCCESS`).'),
+  PROVIDER_FAILURE_REDIRECT: str(OAUTH, '', 'OAuth failure redirect (falls back to `REDIRECT_URL_ERROR`).'),
+  ...providerSettings('GITHUB', {
+    GITHUB_AUTHORIZATION_URL: str(OAUTH, '', 'GitHub Enterprise authorization URL.'),
+    GITHUB_TOKEN_URL: str(OAUTH, '', 'GitHub Enterprise token URL.'),
+    GITHUB_USER_PROFILE_URL: str(OAUTH, '', 'GitHub Enterprise profile URL.'),
+  }),
+  ...providerSettings('GOOGLE'),
+  ...providerSettings('FACEBOOK'),
+  ...providerSettings('LINKEDIN'),
+  ...providerSettings('SPOTIFY'),
+  ...providerSettings('WINDOWS_LIVE'),
+  TWITTER_ENABLED: bool(OAUTH, false, 'Accepted for compatibility; twitter sign-in is not offered yet.', [
+    'TWITTER_ENABLE',
+  ]),
+  TWITTER_CONSUMER_KEY: str(OAUTH, '', 'Twitter consumer key.'),
+  TWITTER_CONSUMER_SECRET: str(OAUTH, '', 'Twitter consumer secret.', { secret: true }),
+  APPLE_ENABLED: bool(OAUTH, false, 'Accepted for compatibility; apple sign-in is not offered yet.', [
+    'APPLE_ENABLE',
+  ]),
+  APPLE_CLIENT_ID: str(OAUTH, '', 'Apple client id.'),
+  APPLE_TEAM_ID: str(OAUTH, '', 'Apple team id.'),
+  APPLE_KEY_ID: str(OAUTH, '', 'Apple key id.'),
+  APPLE_PRIVATE_KEY: str(OAUTH, '', 'Apple private key (base64 of the .p8 file).', { secret: true }),
+} satisfies Record<string, Setting<unknown>>;
+
+type Settings = typeof SETTINGS;
+type ValueOf<S> = S extends Setting<infer T> ? T : never;
+
+/** The parsed, frozen configuration. Keys are the environment names. */
+export type Config = { readonly [K in keyof Settings]: ValueOf<Settings[K]> } & {
+  /** Derived: the service runs with `NODE_ENV=production`. */
+  readonly isProduction: boolean;
+};
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads `.env` in `dir` (if present) under the real environment, which wins. */
+export function readEnv(env: Env = process.env, dir = process.cwd()): Env {
+  const file = path.join(dir, '.env');
+  if (!existsSync(file)) return { ...env };
+  return { ...parseDotenv(readFileSync(file)), ...env };
+}
+
+/**
+ * Parses settings from `env`. Unknown variables are ignored (the environment holds much else);
+ * every bad value is collected and thrown together as a ConfigError.
+ */
+export function loadConfig(env: Env, overrides: Partial = {}): Config {
+  const problems: string[] = [];
+  const out: Partial = {};
+  for (const [name, setting] of Object.entries(SETTINGS) as [string, Setting<unknown>][]) {
+    if (name in overrides) {
+      out[name] = overrides[name];
+      continue;
+    }
+    const present = [name, ...(setting.aliases ?? [])].filter((n) => env[n] !== undefined && env[n] !== '');
+    const values = new Set(present.map((n) => env[n]));
+    if (values.size > 1) {
+      problems.push(`${present.join(' and ')} are both set, to different values; set only ${name}`);
+      continue;
+    }
+    const used = present[0];
+    if (used === undefined) {
+      out[name] =
+        typeof setting.default === 'function'
+          ? (setting.default as (c: Partial) => unknown)(out)
+          : setting.default;
+      continue;
+    }
+    try {
+      out[name] = setting.parse(env[used] as string);
+    } catch (e) {
+      if (!(e instanceof Invalid)) throw e;
+      problems.push(`${used} ${e.message}`);
+    }
+  }
+  for (const key of Object.keys(overrides)) {
+    if (!(key in SETTINGS)) problems.push(`unknown setting ${key}`);
+  }
+  if (problems.length === 0) crossChecks(out, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  out.isProduction = out.NODE_ENV === 'production';
+  return Object.freeze(out) as Config;
+}
+
+/** Rules that involve several settings. */
+function crossChecks(c: Partial, problems: string[]): void {
+  const roles = c.ALLOWED_USER_ROLES as string[];
+  const defaults = c.DEFAULT_ALLOWED_USER_ROLES as string[];
+  for (const r of defaults) {
+    if (!roles.includes(r))
+      problems.push(`DEFAULT_ALLOWED_USER_ROLES contains "${r}", which is not in ALLOWED_USER_ROLES`);
+  }
+  const ident = /^[a-z_][a-z0-9_]*$/;
+  for (const key of ['REGISTRATION_CUSTOM_FIELDS', 'JWT_CUSTOM_FIELDS'] as const) {
+    for (const f of c[key] as string[]) {
+      if (!ident.test(f)) problems.push(`${key} entry "${f}" is not a plain lower-case column name`);
+    }
+  }
+  if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  if (c.NODE_ENV === 'production') {
+    if (!c.DATABASE_URL)
+      problems.push('DATABASE_URL is required in production (the embedded database is for development)');
+    if (!c.COOKIE_SECRET)
+      problems.push('COOKIE_SECRET is required in production (cookies are always signed)');
+    if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
+      problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
+    // JWT_KEY may instead come from CUSTOM_DIR/keys/private.pem; the key loader checks that.
+  }
+}
+
+/** The settings table for documentation (README) and tests. */
+export function describeSettings(): {
+  name: string;
+  aliases: string[];
+  group: string;
+  doc: string;
+  default: string;
+}[] {
+  const shown: Partial = {};
+  return (Object.entries(SETTINGS) as [string, Setting<unknown>][]).map(([name, s]) => {
+    const value = typeof s.default === 'function' ? (s.default as (c: Partial) => unknown)(shown) : s.default;
+    shown[name] = value;
+    const dflt = Array.isArray(value) ? value.join(',') : String(value);
+    return {
+      name,
+      aliases: [...(s.aliases ?? [])],
+      group: s.group,
+      doc: s.doc,
+      default: s.secret && dflt ? '(secret)' : dflt,
+    };
+  });
+}
+
+/** Config for tests and tools: defaults plus explicit values, no environment. */
+export function configFrom(values: { [K in keyof Settings]?: ValueOf<Settings[K]> }): Config {
+  return loadConfig({}, values as Partial);
+}

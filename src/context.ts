@@ -1,0 +1,55 @@
+/**
+ * AppContext: everything a request handler may use, built once at start and passed to `buildApp`.
+ * Nothing in the service imports these as globals, so tests build as many contexts as they like.
+ */
+import path from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
+import { type JwtKeys, loadJwtKeys } from './auth/keys.ts';
+import type { Config } from './config.ts';
+import { type Database, openPglite, openPostgres } from './db/database.ts';
+import { migrate } from './db/migrate.ts';
+import { cookieSecret } from './http/cookies.ts';
+
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+export interface AppContext {
+  readonly config: Config;
+  readonly db: Database;
+  readonly clock: Clock;
+  readonly keys: JwtKeys;
+  readonly cookieSecret: string;
+}
+
+export interface ContextOptions {
+  log: FastifyBaseLogger;
+  clock?: Clock;
+  /** An already open database (tests); otherwise opened from the config. */
+  db?: Database;
+}
+
+/** Opens the database (migrating it), loads keys and secrets. */
+export async function createContext(config: Config, opts: ContextOptions): Promise<AppContext> {
+  const db =
+    opts.db ??
+    (config.DATABASE_URL
+      ? openPostgres(config.DATABASE_URL, config.DATABASE_POOL_SIZE)
+      : await openPglite(path.join(config.DATA_DIR, 'db')));
+  try {
+    const applied = await migrate(db);
+    if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
+    const keys = await loadJwtKeys(config);
+    opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
+    return { config, db, clock: opts.clock ?? systemClock, keys, cookieSecret: cookieSecret(config) };
+  } catch (err) {
+    if (!opts.db) await db.close().catch(() => {});
+    throw err;
+  }
+}
+
+export async function closeContext(ctx: AppContext): Promise<void> {
+  await ctx.db.close();
+}

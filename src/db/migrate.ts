@@ -1,0 +1,74 @@
+/**
+ * Applies `migrations/NNNN_name.sql` in order, all pending ones in one transaction under an advisory
+ * lock, so that instances starting together neither race nor half-apply: a failing migration rolls the
+ * schema back to what it was. Applied migrations are recorded with a checksum in auth.schema_migrations;
+ * an applied file that has since changed stops the start.
+ */
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Database } from './database.ts';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+/** Arbitrary constant shared by every Gatehouse instance: "gatehouse" in ASCII, truncated to int8. */
+const LOCK_KEY = 0x67617465686f7573n;
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9-]+\.sql$/.test(f))
+    .sort()
+    .map((file) => {
+      const sql = readFileSync(`${dir}/${file}`, 'utf8');
+      return {
+        id: Number(file.slice(0, 4)),
+        name: file.slice(5, -4),
+        sql,
+        checksum: createHash('sha256').update(sql).digest('hex'),
+      };
+    });
+}
+
+/** Brings the schema up to date; returns the names of the migrations it applied. */
+export async function migrate(db: Database, migrations = loadMigrations()): Promise<string[]> {
+  return db.transaction(async (tx) => {
+    await tx.query('migrate-lock', 'SELECT pg_advisory_xact_lock($1)', [LOCK_KEY.toString()]);
+    await tx.exec(`
+      CREATE SCHEMA IF NOT EXISTS auth;
+      CREATE TABLE IF NOT EXISTS auth.schema_migrations (
+        id integer PRIMARY KEY,
+        name text NOT NULL,
+        checksum text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      );`);
+    const { rows } = await tx.query<{ id: number; name: string; checksum: string }>(
+      'migrations-applied',
+      'SELECT id, name, checksum FROM auth.schema_migrations ORDER BY id',
+    );
+    const applied = new Map(rows.map((r) => [r.id, r]));
+    const ran: string[] = [];
+    for (const m of migrations) {
+      const done = applied.get(m.id);
+      if (done) {
+        if (done.checksum !== m.checksum) {
+          throw new Error(`migration ${m.id}_${m.name} was changed after it was applied (checksum differs)`);
+        }
+        continue;
+      }
+      await tx.exec(m.sql);
+      await tx.query(
+        'migration-record',
+        'INSERT INTO auth.schema_migrations (id, name, checksum) VALUES ($1, $2, $3)',
+        [m.id, m.name, m.checksum],
+      );
+      ran.push(`${m.id}_${m.name}`);
+    }
+    return ran;
+  });
+}

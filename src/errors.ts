@@ -1,0 +1,98 @@
+/**
+ * The error catalogue. Every error the API answers with is listed here once, with its status, a stable
+ * `code` and its message; domain code throws `AppError`s built from it and nothing else decides HTTP
+ * statuses. The body is HBP's `{statusCode, error, message}` plus `code`.
+ */
+import { STATUS_CODES } from 'node:http';
+
+export const ERRORS = {
+  // generic HTTP
+  BAD_REQUEST: { status: 400, message: 'Bad request.' },
+  VALIDATION: { status: 400, message: 'The request is not valid.' },
+  INVALID_JSON: { status: 400, message: 'The request body is not valid JSON.' },
+  NOT_FOUND: { status: 404, message: 'Not Found' },
+  ROUTE_DISABLED: { status: 404, message: 'Not Found' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is too large.' },
+  RATE_LIMITED: { status: 429, message: 'You are being rate limited.' },
+  INTERNAL: { status: 500, message: 'An internal server error occurred.' },
+  SERVICE_UNAVAILABLE: { status: 503, message: 'A service this request needs is unavailable.' },
+
+  // auth
+  UNAUTHENTICATED: { status: 401, message: 'Not logged in' },
+  INVALID_CREDENTIALS: { status: 401, message: 'Username and password do not match' },
+  INVALID_REFRESH_TOKEN: { status: 401, message: 'Invalid or expired refresh token.' },
+  INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
+  INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
+  INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
+  INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
+  CANNOT_DELETE_ACCOUNT: { status: 401, message: 'Unable to delete account' },
+  ACCOUNT_EXISTS: { status: 400, message: 'Account already exists.' },
+  ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },
+  ACCOUNT_NOT_FOUND: { status: 400, message: 'Account does not exist.' },
+  PASSWORD_TOO_WEAK: { status: 400, message: 'Password is too weak.' },
+  PASSWORD_CHECK_UNAVAILABLE: {
+    status: 503,
+    message: 'The password breach check is unavailable; try again later.',
+  },
+  EMAIL_NOT_ALLOWED: { status: 400, message: 'Cannot use this email.' },
+  EMAIL_DOMAIN_NOT_ALLOWED: { status: 400, message: '"email" is not in an authorised domain' },
+  DEFAULT_ROLE_NOT_ALLOWED: { status: 400, message: 'Default role must be part of allowed roles.' },
+  ROLES_NOT_ALLOWED: { status: 400, message: 'allowed roles must be a subset of ALLOWED_ROLES' },
+  REDIRECT_NOT_ALLOWED: { status: 400, message: 'redirect_to is not an allowed redirect URL.' },
+  JWKS_NOT_AVAILABLE: { status: 501, message: 'JWKS is not implemented on this server.' },
+  MFA_ALREADY_ENABLED: { status: 400, message: 'MFA is already enabled.' },
+  MFA_ALREADY_DISABLED: { status: 400, message: 'MFA is already disabled.' },
+  MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
+  OTP_SECRET_NOT_SET: { status: 400, message: 'OTP secret is not set.' },
+  INVALID_TOTP: { status: 401, message: 'Invalid two-factor code.' },
+  EMAIL_UNAVAILABLE: {
+    status: 503,
+    message: 'The email could not be sent; nothing was changed. Try again later.',
+  },
+
+  // storage
+  FORBIDDEN: { status: 403, message: 'Forbidden' },
+  INVALID_KEY: { status: 400, message: 'The file path is not valid.' },
+  FOLDER_UPLOAD: { status: 400, message: "Can't upload file that ends with /" },
+  FILE_MISSING: { status: 400, message: 'The request has no file part named "file".' },
+  TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
+  INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
+  RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
+  STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.' },
+  IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
+  NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
+  IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class AppError extends Error {
+  readonly statusCode: number;
+  readonly headers: Record<string, string>;
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    opts: { headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message ?? ERRORS[code].message, { cause: opts.cause });
+    this.name = 'AppError';
+    this.statusCode = ERRORS[code].status;
+    this.headers = opts.headers ?? {};
+  }
+}
+
+export interface ErrorBody {
+  statusCode: number;
+  error: string;
+  message: string;
+  code: string;
+  requestId?: string;
+}
+
+export function errorBody(statusCode: number, code: string, message: string, requestId?: string): ErrorBody {
+  const body: ErrorBody = { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code };
+  if (requestId !== undefined) body.requestId = requestId;
+  return body;
+}

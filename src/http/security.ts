@@ -1,0 +1,75 @@
+/**
+ * Response headers every answer carries, and CORS. CORS reflects only allowed origins (HBP reflected any
+ * origin with credentials, so any site could act as a signed-in user).
+ */
+import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../config.ts';
+
+/** `*` matches any run of characters within the pattern; everything else is literal. */
+export function wildcardMatcher(patterns: readonly string[]): (value: string) => boolean {
+  const res = patterns.map(
+    (p) =>
+      new RegExp(
+        `^${p
+          .split('*')
+          .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
+          .join('.*')}$`,
+        'i',
+      ),
+  );
+  return (value) => res.some((re) => re.test(value));
+}
+
+const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;
+
+export async function installSecurity(app: FastifyInstance, config: Config): Promise<void> {
+  await app.register(helmet, {
+    // An API answers JSON and files; nothing it sends should run scripts or be framed.
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], sandbox: [] },
+    },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    hsts: config.isProduction ? { maxAge: 15552000, includeSubDomains: true } : false,
+  });
+
+  const allowed =
+    config.CORS_ORIGINS.length > 0
+      ? wildcardMatcher(config.CORS_ORIGINS)
+      : config.isProduction
+        ? () => false
+        : (o: string) => LOCALHOST.test(o);
+  await app.register(cors, {
+    origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
+    credentials: true,
+    methods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+    allowedHeaders: [
+      'authorization',
+      'content-type',
+      'x-admin-secret',
+      'x-request-id',
+      'range',
+      'if-none-match',
+      'if-modified-since',
+    ],
+    exposedHeaders: [
+      'etag',
+      'content-range',
+      'accept-ranges',
+      'content-disposition',
+      'retry-after',
+      'x-request-id',
+    ],
+    maxAge: 600,
+  });
+}
+
+/** HBP's `nocache` headers, on every /auth answer. */
+export const NO_CACHE_HEADERS = {
+  'cache-control': 'no-store, no-cache, must-revalidate, proxy-revalidate',
+  pragma: 'no-cache',
+  expires: '0',
+  'surrogate-control': 'no-store',
+} as const;
