@@ -1,0 +1,214 @@
+/**
+ * Storage on the fs backend: authenticated metadata reads against a Fastify hello-world, a large upload
+ * and download against a raw stream copy (with the service's memory growth), and a 1,000-file zip against
+ * archiving the same bytes directly.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  createReadStream,
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import yazl from 'yazl';
+import type { BenchEnv, Scenario } from '../lib/env.ts';
+import { download, uploadMultipart } from '../lib/http.ts';
+import { runLoad } from '../lib/load.ts';
+import { MB, type Row, row } from '../lib/report.ts';
+import { freePort, startService } from '../lib/service.ts';
+import { BENCH_USER, benchToken, HS_ENV } from '../lib/tokens.ts';
+
+export async function writeRandomFile(file: string, bytes: number): Promise<void> {
+  const chunk = randomBytes(MB);
+  const ws = createWriteStream(file);
+  for (let left = bytes; left > 0; left -= chunk.length) {
+    const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    if (!ws.write(part)) await new Promise<void>((r) => ws.once('drain', () => r()));
+  }
+  await new Promise<void>((resolve, reject) => {
+    ws.once('error', reject);
+    ws.end(() => resolve());
+  });
+}
+
+async function helloBaseline(env: BenchEnv): Promise<{ rps: number; p99: number }> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('../lib/hello.ts', import.meta.url)), String(port)],
+    { stdio: 'inherit' },
+  );
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    // the hello server has no /health; poll its route instead
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      try {
+        if ((await fetch(`${url}/hello`)).ok) break;
+      } catch {
+        if (Date.now() > deadline) throw new Error('hello server did not start');
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const r = await runLoad({ url: `${url}/hello`, connections: 16, durationS: env.durationS });
+    return { rps: r.requestsPerSec, p99: r.latencyP99 };
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
+export const storageScenarios: Scenario = {
+  name: 'storage',
+  async run(env: BenchEnv): Promise<Row[]> {
+    const rows: Row[] = [];
+    const work = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-files-'));
+    const svc = await startService({ ...HS_ENV, STORAGE_MAX_UPLOAD_SIZE: '2GiB' });
+    try {
+      const token = await benchToken();
+      const auth = { authorization: `Bearer ${token}` };
+
+      // --- authenticated metadata ---
+      const small = path.join(work, 'small.txt');
+      writeFileSync(small, 'hello world');
+      const up = await uploadMultipart(
+        `${svc.url}/storage/o/user/${BENCH_USER}/small.txt`,
+        small,
+        auth,
+        'text/plain',
+      );
+      if (up.status !== 200) throw new Error(`upload answered ${up.status}: ${up.body}`);
+      env.log('metadata reads');
+      const meta = await runLoad({
+        url: `${svc.url}/storage/m/user/${BENCH_USER}/small.txt`,
+        headers: auth,
+        connections: 16,
+        durationS: env.durationS,
+      });
+      if (meta.non2xx > 0) throw new Error(`metadata load had ${meta.non2xx} non-2xx answers`);
+      env.log('hello-world baseline');
+      const hello = await helloBaseline(env);
+      rows.push(
+        row(
+          'GET /storage/m (JWT+rules+metadata, fs)',
+          'req/s',
+          meta.requestsPerSec,
+          hello.rps,
+          { kind: 'min-ratio', value: 0.4 },
+          {
+            p50ms: meta.latencyP50,
+            p99ms: meta.latencyP99,
+            helloP99ms: hello.p99,
+          },
+        ),
+      );
+
+      // --- large upload and download ---
+      const size = (env.quick ? 50 : 200) * MB;
+      const big = path.join(work, 'big.bin');
+      await writeRandomFile(big, size);
+      env.log(`raw stream copy of ${size / MB} MB`);
+      const t0 = process.hrtime.bigint();
+      await pipeline(createReadStream(big), createWriteStream(path.join(work, 'copy.bin')));
+      const copyS = Number(process.hrtime.bigint() - t0) / 1e9;
+      rmSync(path.join(work, 'copy.bin'));
+      const rawMBps = size / MB / copyS;
+
+      const rssBefore = svc.rss();
+      env.log(`upload ${size / MB} MB`);
+      const bigUp = await uploadMultipart(`${svc.url}/storage/o/user/${BENCH_USER}/big.bin`, big, auth);
+      if (bigUp.status !== 200) throw new Error(`big upload answered ${bigUp.status}: ${bigUp.body}`);
+      env.log(`download ${size / MB} MB`);
+      const bigDown = await download(`${svc.url}/storage/o/user/${BENCH_USER}/big.bin`, auth);
+      if (bigDown.status !== 200 || bigDown.bytes !== size)
+        throw new Error(`big download answered ${bigDown.status} with ${bigDown.bytes} bytes`);
+      const growthMB = (svc.peakRss() - rssBefore) / MB;
+      const upMBps = size / MB / bigUp.seconds;
+      const downMBps = size / MB / bigDown.seconds;
+      rows.push(
+        row(
+          `upload ${size / MB} MB (fs)`,
+          'MB/s',
+          upMBps,
+          rawMBps,
+          { kind: 'min-ratio', value: 0.7 },
+          { rssGrowthMB: growthMB },
+        ),
+      );
+      rows.push(
+        row(
+          `download ${size / MB} MB (fs)`,
+          'MB/s',
+          downMBps,
+          rawMBps,
+          { kind: 'min-ratio', value: 0.7 },
+          { rssGrowthMB: growthMB },
+        ),
+      );
+      rows.push(
+        row(
+          `RSS growth over ${size / MB} MB up+down`,
+          'MB',
+          growthMB,
+          64,
+          { kind: 'max-value', value: 64 },
+          { before: rssBefore / MB },
+        ),
+      );
+
+      // --- zip of many small files ---
+      const count = env.quick ? 200 : 1000;
+      const zipDir = path.join(work, 'zip');
+      mkdirSync(zipDir);
+      env.log(`uploading ${count} small files for the zip`);
+      for (let i = 0; i < count; i++) {
+        const f = path.join(zipDir, `f${i}.txt`);
+        writeFileSync(f, randomBytes(512 + (i % 8) * 512).toString('base64'));
+        const r = await uploadMultipart(
+          `${svc.url}/storage/o/public/bench-zip/f${i}.txt`,
+          f,
+          {},
+          'text/plain',
+        );
+        if (r.status !== 200) throw new Error(`zip file upload answered ${r.status}: ${r.body}`);
+      }
+      env.log('zip download');
+      const runs = env.quick ? 2 : 3;
+      let zipS = 0;
+      for (let i = 0; i < runs; i++) {
+        const z = await download(`${svc.url}/storage/o/public/bench-zip/`);
+        if (z.status !== 200) throw new Error(`zip answered ${z.status}`);
+        zipS += z.seconds;
+      }
+      env.log('direct yazl baseline');
+      let directS = 0;
+      for (let i = 0; i < runs; i++) {
+        const t = process.hrtime.bigint();
+        const zip = new yazl.ZipFile();
+        for (let j = 0; j < count; j++)
+          zip.addBuffer(readFileSync(path.join(zipDir, `f${j}.txt`)), `public/bench-zip/f${j}.txt`);
+        zip.end();
+        await pipeline(zip.outputStream, new Writable({ write: (_c, _e, cb) => cb() }));
+        directS += Number(process.hrtime.bigint() - t) / 1e9;
+      }
+      rows.push(
+        row(`zip of ${count} small files`, 'ms', (zipS / runs) * 1000, (directS / runs) * 1000, {
+          kind: 'max-ratio',
+          value: 1.5,
+        }),
+      );
+    } finally {
+      await svc.stop();
+      rmSync(work, { recursive: true, force: true });
+    }
+    return rows;
+  },
+};
