@@ -124,7 +124,9 @@ export async function readSchema(db: Queryable) {
   );
   const columns: Record<string, Column[]> = {};
   for (const c of cols.rows) {
-    (columns[c.t] ??= []).push([c.column_name, c.udt_name, c.is_nullable === 'YES', c.column_default]);
+    const list = columns[c.t] ?? [];
+    list.push([c.column_name, c.udt_name, c.is_nullable === 'YES', c.column_default]);
+    columns[c.t] = list;
   }
   const cons = await db.query<{ line: string }>(
     'test-constraints',
