@@ -64,5 +64,5 @@ export function installErrorHandling(app: FastifyInstance): void {
     return send(reply, 500, 'INTERNAL', ERRORS.INTERNAL.message);
   });
 
-  app.setNotFoundHandler((request, reply) => send(reply, 404, 'NOT_FOUND', ERRORS.NOT_FOUND.message));
+  app.setNotFoundHandler((_request, reply) => send(reply, 404, 'NOT_FOUND', ERRORS.NOT_FOUND.message));
 }
