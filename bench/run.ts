@@ -10,10 +10,17 @@ import type { BenchEnv, Scenario } from './lib/env.ts';
 import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
 import { imageScenarios } from './scenarios/images.ts';
+import { refreshScenarios } from './scenarios/refresh.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
 
-const SCENARIOS: Scenario[] = [authScenarios, storageScenarios, s3Scenarios, imageScenarios];
+const SCENARIOS: Scenario[] = [
+  authScenarios,
+  refreshScenarios,
+  storageScenarios,
+  s3Scenarios,
+  imageScenarios,
+];
 
 const args = process.argv.slice(2);
 const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];

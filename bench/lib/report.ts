@@ -19,7 +19,7 @@ export function row(
   unit: string,
   service: number,
   baseline: number,
-  goal: { kind: 'min-ratio' | 'max-ratio' | 'max-value'; value: number },
+  goal: { kind: 'min-ratio' | 'max-ratio' | 'max-value' | 'none'; value: number },
   details: Record<string, string | number> = {},
 ): Row {
   const ratio = baseline > 0 ? service / baseline : Number.NaN;
