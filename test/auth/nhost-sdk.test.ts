@@ -82,6 +82,9 @@ for (const kind of dbKinds()) {
         assert.notEqual(auth.getJWTToken(), before);
 
         await auth.changePassword('sdk password', 'new sdk password');
+        t.clock.advance(2000);
+        await auth.refreshSession();
+        assert.equal(auth.isAuthenticated(), true, 'the client stays signed in after its own password change');
         await auth.logout();
         assert.equal(auth.isAuthenticated(), false);
         await assert.rejects(
