@@ -84,7 +84,11 @@ for (const kind of dbKinds()) {
         await auth.changePassword('sdk password', 'new sdk password');
         t.clock.advance(2000);
         await auth.refreshSession();
-        assert.equal(auth.isAuthenticated(), true, 'the client stays signed in after its own password change');
+        assert.equal(
+          auth.isAuthenticated(),
+          true,
+          'the client stays signed in after its own password change',
+        );
         await auth.logout();
         assert.equal(auth.isAuthenticated(), false);
         await assert.rejects(
