@@ -455,6 +455,26 @@ for (const kind of dbKinds()) {
       assert.equal(hibp.requests.at(-1), `/range/${sha.slice(0, 5)}`);
     });
 
+    it('refuses a breached new password on change-password and keeps the old one', async () => {
+      hibp.broken.on = false;
+      const email = newEmail();
+      const reg = (await register(open, { email, password: 'unbreached 1a2b', cookie: false })).json();
+      const res = await open.app.inject({
+        method: 'POST',
+        url: '/auth/change-password',
+        headers: { authorization: `Bearer ${reg.jwt_token}` },
+        payload: { old_password: 'unbreached 1a2b', new_password: 'password123' },
+      });
+      assert.equal(res.statusCode, 400);
+      assert.equal(res.json().message, 'Password is too weak.');
+      const login = await open.app.inject({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email, password: 'unbreached 1a2b' },
+      });
+      assert.equal(login.statusCode, 200);
+    });
+
     it('accepts a password the range does not contain', async () => {
       hibp.broken.on = false;
       assert.equal(
