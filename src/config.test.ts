@@ -216,6 +216,22 @@ describe('loadConfig', () => {
     );
   });
 
+  it('refuses CORS_ORIGINS entries that are not origins, above all a bare * (credentials for any site)', () => {
+    for (const bad of ['*', 'https://*', 'app.example.com', 'https://app.example.com/path', 'ftp://x.io']) {
+      assert.deepEqual(
+        problems({ CORS_ORIGINS: bad }),
+        [
+          `CORS_ORIGINS entry "${bad}" is not an origin such as https://app.example.com, https://*.example.com or http://localhost:*`,
+        ],
+        bad,
+      );
+    }
+    const c = loadConfig({
+      CORS_ORIGINS: 'https://app.example.com, https://*.example.org,http://localhost:*,http://127.0.0.1:8080',
+    });
+    assert.equal(c.CORS_ORIGINS.length, 4);
+  });
+
   it('requires S3_BUCKET with S3_ENDPOINT', () => {
     assert.deepEqual(problems({ S3_ENDPOINT: 'minio:9000' }), [
       'S3_BUCKET is required when S3_ENDPOINT is set',

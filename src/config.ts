@@ -625,6 +625,18 @@ function crossChecks(c: Partial, problems: string[]): void {
     }
   }
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  // Allowed origins get credentialed access, so each must name a scheme and a host: a bare `*` (or
+  // `https://*`) would hand any site the signed-in user's session, as HBP did.
+  for (const o of c.CORS_ORIGINS as string[]) {
+    if (
+      !/^https?:\/\/[A-Za-z0-9*.-]*[A-Za-z0-9-]\.[A-Za-z0-9-]+(:(\d+|\*))?$|^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:(\d+|\*))?$/.test(
+        o,
+      )
+    )
+      problems.push(
+        `CORS_ORIGINS entry "${o}" is not an origin such as https://app.example.com, https://*.example.com or http://localhost:*`,
+      );
+  }
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
