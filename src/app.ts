@@ -6,14 +6,10 @@ import { randomUUID } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyServerOptions,
-  type RouteOptions,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { AppContext } from './context.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
@@ -56,6 +52,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     requestIdHeader: false,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true },
     return503OnClosing: true,
+    frameworkErrors,
     forceCloseConnections: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -103,6 +103,13 @@ describe('the service process on embedded defaults', () => {
     assert.equal((await get(`${address}/health`)).status, 204);
     assert.equal((await get(`${address}/health/ready`)).status, 204);
     assert.ok(!running.logs.some((l) => l['msg'] === 'database schema migrated'));
+
+    // A second process on the same DATA_DIR would corrupt the embedded database: it must refuse.
+    const intruder = runNode(MAIN, env);
+    assert.equal(await intruder.exited, 1);
+    assert.match(intruder.stdout(), /cannot start: the embedded database in .* is in use by process \d+/);
+    assert.equal((await get(`${address}/health/ready`)).status, 204, 'the first instance is unharmed');
+
     running.child.kill('SIGTERM');
     assert.equal(await running.exited, 0);
 
