@@ -98,7 +98,13 @@ function wrap(raw: RawQuery, exec: (sql: string) => Promise<unknown>): Queryable
 pg.types.setTypeParser(20, (v) => Number(v));
 
 export function openPostgres(url: string, poolSize = 10): Database {
-  const pool = new pg.Pool({ connectionString: url, max: poolSize });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    // Without a limit, a blackholed database host makes requests (and /health/ready) wait forever.
+    connectionTimeoutMillis: 5_000,
+    application_name: 'gatehouse',
+  });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => {});
   const q = wrap(

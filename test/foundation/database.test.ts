@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DatabaseError, DatabaseInUse, openPglite, UniqueViolation } from '../../src/db/database.ts';
 import { tempDir } from '../helpers/app.ts';
-import { createTestDatabase, dbKinds, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, dbKinds, migratedPgliteDump, type TestDatabase } from '../helpers/db.ts';
 
 for (const kind of dbKinds()) {
   describe(`Database interface [${kind}]`, () => {
@@ -108,11 +108,7 @@ describe('embedded database folder lock', () => {
   it('takes over a stale lock left by a crashed process, refuses a second open here, and unlocks on close', async () => {
     const gone = spawnSync(process.execPath, ['-e', '']).pid;
     writeFileSync(lock, `${gone}@${hostname()}`);
-    const template = await createTestDatabase('pglite');
-    const blob = await (template.db as unknown as { dump(): Promise<Blob> }).dump();
-    await template.drop();
-
-    const db = await openPglite(dir, blob);
+    const db = await openPglite(dir, await migratedPgliteDump());
     try {
       await assert.rejects(openPglite(dir), DatabaseInUse);
       assert.equal((await db.query('test-ping', 'SELECT 1 AS one')).rows[0]?.['one'], 1);

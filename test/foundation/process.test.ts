@@ -151,7 +151,7 @@ describe('the service process on embedded defaults', () => {
     assert.equal(res.status, 200);
     assert.deepEqual(JSON.parse(res.body), { done: true, ms: 1500 });
     assert.equal(await running.exited, 0);
-    assert.ok(Date.now() - signalledAt < 10_000, 'the process exits soon after the last request ends');
+    assert.ok(Date.now() - signalledAt < 20_000, 'the process exits well before the 25 s shutdown timeout');
     assert.ok(running.logs.some((l) => l['msg'] === 'stopped'));
     agent.destroy();
     idle.destroy();

@@ -25,34 +25,52 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-let template: Promise<Blob> | undefined;
+const templates = new Map<string, Promise<Blob>>();
 
 /**
- * A dump of a migrated PGlite database, shared through a file in the temp folder keyed by the
- * migrations' checksums: starting PGlite from it takes a fraction of a fresh initdb.
+ * A dump of a PGlite database, shared between test processes through a file in the temp folder: starting
+ * PGlite from it takes a fraction of a fresh initdb. `migrated` templates are keyed by the migrations'
+ * checksums, empty ones by the PGlite version.
  */
-function pgliteTemplate(): Promise<Blob> {
-  template ??= (async () => {
-    const key = createHash('sha256')
-      .update(
-        loadMigrations()
-          .map((m) => m.checksum)
-          .join(),
-      )
-      .digest('hex')
-      .slice(0, 16);
-    const file = path.join(tmpdir(), `gatehouse-pglite-template-${key}.tar`);
-    if (existsSync(file)) return new Blob([readFileSync(file)]);
-    const db = await openPglite(undefined);
-    await migrate(db);
-    const blob = await db.dump();
-    await db.close();
-    const partial = `${file}.${process.pid}.tmp`;
-    writeFileSync(partial, Buffer.from(await blob.arrayBuffer()));
-    renameSync(partial, file);
-    return blob;
-  })();
+function pgliteTemplate(migrated: boolean): Promise<Blob> {
+  const key = migrated
+    ? `migrated-${createHash('sha256')
+        .update(
+          loadMigrations()
+            .map((m) => m.checksum)
+            .join(),
+        )
+        .digest('hex')
+        .slice(0, 16)}`
+    : `empty-${pgliteVersion()}`;
+  let template = templates.get(key);
+  if (!template) {
+    template = (async () => {
+      const file = path.join(tmpdir(), `gatehouse-pglite-template-${key}.tar`);
+      if (existsSync(file)) return new Blob([readFileSync(file)]);
+      const db = await openPglite(undefined);
+      if (migrated) await migrate(db);
+      const blob = await db.dump();
+      await db.close();
+      const partial = `${file}.${process.pid}.tmp`;
+      writeFileSync(partial, Buffer.from(await blob.arrayBuffer()));
+      renameSync(partial, file);
+      return blob;
+    })();
+    templates.set(key, template);
+  }
   return template;
+}
+
+function pgliteVersion(): string {
+  // The package does not export its package.json; read the installed copy.
+  const pkg = new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url);
+  return (JSON.parse(readFileSync(pkg, 'utf8')) as { version: string }).version;
+}
+
+/** A dump of a migrated PGlite database (to start an embedded database in a folder quickly). */
+export function migratedPgliteDump(): Promise<Blob> {
+  return pgliteTemplate(true);
 }
 
 /**
@@ -64,7 +82,7 @@ export async function createTestDatabase(
   opts: { empty?: boolean } = {},
 ): Promise<TestDatabase> {
   if (kind === 'pglite') {
-    const db = opts.empty ? await openPglite(undefined) : await openPglite(undefined, await pgliteTemplate());
+    const db = await openPglite(undefined, await pgliteTemplate(!opts.empty));
     return { db, url: undefined, drop: () => db.close() };
   }
   if (!TEST_DATABASE_URL) throw new Error('TEST_DATABASE_URL is not set');
