@@ -4,7 +4,9 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { mfaRoutes } from '../mfa/routes/index.ts';
 
-export async function authRoutes(_app: FastifyInstance, _opts: { ctx: AppContext }): Promise<void> {
+export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   // Routes are added by the accounts, email and MFA work.
+  if (opts.ctx.config.MFA_ENABLED) await app.register(mfaRoutes, { ctx: opts.ctx, prefix: '/mfa' });
 }

@@ -1,0 +1,32 @@
+/** POST /auth/mfa/generate: a new pending TOTP secret and its QR code for the signed-in user. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { generateMfaSecret, type MfaDeps } from '../mfa.ts';
+import { errorResponses } from './schemas.ts';
+
+const schema = {
+  summary: 'Generate a TOTP secret',
+  description:
+    'Creates a pending secret; it becomes the active one only when confirmed with `/auth/mfa/enable`. While MFA is enabled the active secret keeps working.',
+  tags: ['mfa'],
+  security: [{ bearer: [] }],
+  body: Type.Object({}, { additionalProperties: false, description: 'No fields; the body may be omitted.' }),
+  response: {
+    200: Type.Object({
+      image_url: Type.String({ description: 'QR code of the otpauth URI, `data:image/png;base64,…`' }),
+      otp_secret: Type.String({ description: 'The secret in base32' }),
+    }),
+    ...errorResponses(400, 401, 429),
+  },
+};
+
+export const generateRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
+  // HBP clients post without a body; an absent body counts as `{}` (fields are still refused).
+  const preValidation = async (request: { body: unknown }) => {
+    request.body ??= {};
+  };
+  app.post('/generate', { schema, preValidation }, async (request) => {
+    const user = await request.requireUser();
+    return generateMfaSecret(deps, user['user-id']);
+  });
+};
