@@ -227,7 +227,7 @@ for (const kind of dbKinds()) {
     });
 
     describe('secrets at rest', () => {
-      const deps = (box: SecretBox): MfaDeps => ({ config: t.config, db: t.ctx.db, clock: t.clock, box });
+      const deps = (box: SecretBox): MfaDeps => ({ ...t.ctx, box });
       let a: TestAccount;
 
       it('re-encrypts a secret HBP stored in clear, which keeps working', async () => {

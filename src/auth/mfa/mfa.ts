@@ -6,10 +6,11 @@
  * - Secrets are encrypted at rest (see secret-box.ts).
  */
 import QRCode from 'qrcode';
-import type { Config } from '../../config.ts';
-import type { Clock } from '../../context.ts';
-import type { Database, Queryable } from '../../db/database.ts';
+import type { AppContext } from '../../context.ts';
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { issueSession, type Session, sessionOf } from '../sessions.ts';
+import { deleteAccountSessions } from '../sessions-store.ts';
 import * as store from './mfa-store.ts';
 import { SecretBox, SecretBoxError } from './secret-box.ts';
 import { base32Decode, base32Encode, generateSecret, otpauthUri, verifyTotp } from './totp.ts';
@@ -17,10 +18,8 @@ import { base32Decode, base32Encode, generateSecret, otpauthUri, verifyTotp } fr
 /** Codes one login ticket allows; the next attempt finds the ticket dead, even with the right code. */
 export const MFA_TICKET_MAX_ATTEMPTS = 5;
 
-export interface MfaDeps {
-  readonly config: Config;
-  readonly db: Database;
-  readonly clock: Clock;
+/** The app context plus the box that encrypts secrets. */
+export interface MfaDeps extends AppContext {
   readonly box: SecretBox;
 }
 
@@ -117,32 +116,39 @@ export async function enableMfa(deps: MfaDeps, userId: string, code: string): Pr
   });
 }
 
-/** Turns MFA off, given a current code from the active secret. */
-export async function disableMfa(deps: MfaDeps, userId: string, code: string): Promise<void> {
+/**
+ * Turns MFA off, given a current code from the active secret. Every other session of the account ends
+ * (a thief who signed in with the second factor is signed out); `refreshToken` is the caller's own
+ * sign-in, kept when it belongs to this account.
+ */
+export async function disableMfa(
+  deps: MfaDeps,
+  userId: string,
+  code: string,
+  refreshToken?: string,
+): Promise<void> {
   const account = await signedInAccount(deps, userId);
   if (!account.mfaEnabled) throw new AppError('MFA_ALREADY_DISABLED');
   if (!account.otpSecret) throw new AppError('OTP_SECRET_NOT_SET');
   const secret = openSecret(deps, account.otpSecret, account.id);
+  const own = refreshToken === undefined ? undefined : await sessionOf(deps, refreshToken);
+  const keepFamily = own?.accountId === account.id ? own.familyId : undefined;
   await limitCodeAttempts(deps, account.id);
   await deps.db.transaction(async (tx) => {
     await acceptCode(deps, tx, account, secret, code);
     const now = deps.clock.now();
     if (!(await store.deactivateMfa(tx, account.id, now))) throw new AppError('MFA_ALREADY_DISABLED');
     await store.retireMfaTickets(tx, account.id, now);
+    await deleteAccountSessions(tx, account.id, keepFamily);
   });
 }
 
 /**
- * The second step of a login: checks `code` for the account behind an MFA-login ticket and uses the ticket
- * up. `finish` runs in the same transaction (it issues the session), so a failure leaves the ticket and
- * the code unused. Unknown, expired, used or exhausted tickets give 401.
+ * The second step of a login: checks `code` for the account behind an MFA-login ticket, uses the ticket
+ * up and opens a session, all in one transaction (a failure leaves the ticket and the code unused).
+ * Unknown, expired, used or exhausted tickets give 401.
  */
-export async function completeMfaLogin<T>(
-  deps: MfaDeps,
-  ticket: string,
-  code: string,
-  finish: (tx: Queryable, accountId: string) => Promise<T>,
-): Promise<T> {
+export async function completeMfaLogin(deps: MfaDeps, ticket: string, code: string): Promise<Session> {
   const attempt = await store.countTicketAttempt(deps.db, ticket, deps.clock.now(), MFA_TICKET_MAX_ATTEMPTS);
   if (!attempt) throw new AppError('INVALID_TICKET');
   const account = await store.findMfaAccountById(deps.db, attempt.accountId);
@@ -155,7 +161,7 @@ export async function completeMfaLogin<T>(
   return deps.db.transaction(async (tx) => {
     await acceptCode(deps, tx, account, secret, code);
     if (!(await store.useTicket(tx, ticket, deps.clock.now()))) throw new AppError('INVALID_TICKET');
-    return finish(tx, account.id);
+    return issueSession(deps, account.id, { db: tx });
   });
 }
 

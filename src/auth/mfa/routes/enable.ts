@@ -1,15 +1,16 @@
 /** POST /auth/mfa/enable: turns MFA on with the pending secret, confirmed by a code from it. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { errors, NoContent } from '../../schemas.ts';
 import { enableMfa, type MfaDeps } from '../mfa.ts';
-import { Code, errorResponses, NoContent } from './schemas.ts';
+import { Code } from './schemas.ts';
 
 const schema = {
   summary: 'Enable MFA',
   tags: ['mfa'],
   security: [{ bearer: [] }],
   body: Type.Object({ code: Code }, { additionalProperties: false }),
-  response: { 204: NoContent, ...errorResponses(400, 401, 429) },
+  response: { 204: NoContent, ...errors(400, 401, 429) },
 };
 
 export const enableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {

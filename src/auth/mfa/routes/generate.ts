@@ -1,8 +1,8 @@
 /** POST /auth/mfa/generate: a new pending TOTP secret and its QR code for the signed-in user. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { errors } from '../../schemas.ts';
 import { generateMfaSecret, type MfaDeps } from '../mfa.ts';
-import { errorResponses } from './schemas.ts';
 
 const schema = {
   summary: 'Generate a TOTP secret',
@@ -16,7 +16,7 @@ const schema = {
       image_url: Type.String({ description: 'QR code of the otpauth URI, `data:image/png;base64,…`' }),
       otp_secret: Type.String({ description: 'The secret in base32' }),
     }),
-    ...errorResponses(400, 401, 429),
+    ...errors(400, 401, 429),
   },
 };
 

@@ -9,10 +9,10 @@ import { SecretBox } from '../secret-box.ts';
 import { disableRoute } from './disable.ts';
 import { enableRoute } from './enable.ts';
 import { generateRoute } from './generate.ts';
+import { totpRoute } from './totp.ts';
 
 export async function mfaRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const { config, db, clock } = opts.ctx;
-  const deps: MfaDeps = { config, db, clock, box: SecretBox.fromConfig(config) };
+  const deps: MfaDeps = { ...opts.ctx, box: SecretBox.fromConfig(opts.ctx.config) };
   const { resealed, unreadable } = await resealSecrets(deps);
   if (resealed > 0) app.log.info({ resealed }, 'TOTP secrets re-encrypted under the current MFA key');
   if (unreadable > 0)
@@ -23,4 +23,5 @@ export async function mfaRoutes(app: FastifyInstance, opts: { ctx: AppContext })
   await app.register(generateRoute, { deps });
   await app.register(enableRoute, { deps });
   await app.register(disableRoute, { deps });
+  await app.register(totpRoute, { deps });
 }
