@@ -84,7 +84,7 @@ export async function registerWithPassword(
   const c = ctx.config;
   assertEmailDomain(ctx, input.email);
   const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError('ACCOUNT_EXISTS');
+  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
   const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
   await checkBreached(c, input.password);
   const passwordHash = await hashPassword(c, input.password);
