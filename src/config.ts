@@ -333,15 +333,15 @@ const SETTINGS = {
     secret: true,
   },
   RATE_LIMIT_MFA_ACCOUNT_MAX: int(
-    AUTH,
+    LIMITS,
     10,
     'Wrong two-factor codes accepted per account per `RATE_LIMIT_MFA_ACCOUNT_WINDOW`; beyond, every code is refused (429) until the window ends.',
     { min: 1 },
   ),
   RATE_LIMIT_MFA_ACCOUNT_WINDOW: int(
-    AUTH,
-    900,
-    'Window of `RATE_LIMIT_MFA_ACCOUNT_MAX`, in seconds (15 minutes).',
+    LIMITS,
+    900_000,
+    'Window of `RATE_LIMIT_MFA_ACCOUNT_MAX`, in milliseconds (15 minutes).',
     { min: 1 },
   ),
 

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jwtVerify } from 'jose';
-import { loginWithPassword, registerWithPassword } from '../../src/auth/accounts.ts';
 import { refreshSession } from '../../src/auth/sessions.ts';
 import { consumeTicket, issueTicket } from '../../src/auth/tickets-store.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
@@ -29,13 +28,19 @@ for (const kind of dbKinds()) {
 
     async function register(): Promise<Registered> {
       const email = `mfa-login-${++n}@example.com`;
-      const { session } = await registerWithPassword(t.ctx, { email, password: PASSWORD });
-      assert.ok(session);
+      const res = await post(t, '/auth/register', { email, password: PASSWORD, cookie: false });
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      const { rows } = await t.ctx.db.query<{ id: string }>(
+        'test-account-id',
+        'SELECT id FROM auth.accounts WHERE email = $1',
+        [email],
+      );
       return {
         email,
-        accountId: session.accountId,
-        token: session.access.token,
-        refreshToken: session.refreshToken,
+        accountId: (rows[0] as { id: string }).id,
+        token: body.jwt_token,
+        refreshToken: body.refresh_token,
       };
     }
 
@@ -48,9 +53,13 @@ for (const kind of dbKinds()) {
     }
 
     async function mfaTicket(a: Registered): Promise<string> {
-      const result = await loginWithPassword(t.ctx, { email: a.email, password: PASSWORD });
-      assert.equal(result.kind, 'mfa');
-      return (result as { ticket: string }).ticket;
+      const res = await post(t, '/auth/login', { email: a.email, password: PASSWORD });
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      assert.deepEqual(Object.keys(body).sort(), ['mfa', 'ticket']);
+      assert.equal(body.mfa, true);
+      assert.equal(res.cookies.length, 0, 'no session cookies before the second step');
+      return body.ticket;
     }
 
     const totp = (body: unknown) => post(t, '/auth/mfa/totp', body);
@@ -84,8 +93,10 @@ for (const kind of dbKinds()) {
         body.jwt_token,
       );
       assert.equal(off.statusCode, 204, off.body);
-      const plain = await loginWithPassword(t.ctx, { email: a.email, password: PASSWORD });
-      assert.equal(plain.kind, 'session');
+      const plain = await post(t, '/auth/login', { email: a.email, password: PASSWORD, cookie: false });
+      assert.equal(plain.statusCode, 200);
+      assert.equal(typeof plain.json().jwt_token, 'string');
+      assert.equal(plain.json().mfa, undefined);
     });
 
     it('sets the session cookies and leaves refresh_token out of the body when cookie is omitted', async () => {
@@ -277,6 +288,27 @@ for (const kind of dbKinds()) {
     });
   });
 
+  describe(`MFA in the API description [${kind}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp(kind, HS);
+    });
+    after(() => t.close());
+
+    it('lists the four /auth/mfa routes in /openapi.json with their request and response schemas', async () => {
+      const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+      for (const route of ['generate', 'enable', 'disable', 'totp']) {
+        const op = doc.paths[`/auth/mfa/${route}`]?.post;
+        assert.ok(op, route);
+        assert.ok(op.requestBody, `${route} request body`);
+        assert.ok(
+          Object.keys(op.responses).includes(route === 'generate' || route === 'totp' ? '200' : '204'),
+        );
+        assert.ok(op.responses['400'] && op.responses['401'], `${route} error responses`);
+      }
+    });
+  });
+
   describe(`MFA switched off [${kind}]`, () => {
     let t: TestApp;
     before(async () => {
@@ -285,8 +317,12 @@ for (const kind of dbKinds()) {
     after(() => t.close());
 
     it('answers 404 on all four /auth/mfa routes when MFA_ENABLED is false', async () => {
-      const { session } = await registerWithPassword(t.ctx, { email: 'off@example.com', password: PASSWORD });
-      const token = session?.access.token;
+      const reg = await post(t, '/auth/register', {
+        email: 'off@example.com',
+        password: PASSWORD,
+        cookie: false,
+      });
+      const token = reg.json().jwt_token as string;
       for (const [route, body] of [
         ['generate', undefined],
         ['enable', { code: '123456' }],

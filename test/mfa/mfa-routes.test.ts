@@ -219,8 +219,11 @@ for (const kind of dbKinds()) {
       assert.equal(limited.statusCode, 429);
       assert.equal(limited.json().code, 'RATE_LIMITED');
       const retryAfter = Number(limited.headers['retry-after']);
-      assert.ok(retryAfter > 0 && retryAfter <= t.config.RATE_LIMIT_MFA_ACCOUNT_WINDOW, String(retryAfter));
-      t.clock.advance(t.config.RATE_LIMIT_MFA_ACCOUNT_WINDOW * 1000);
+      assert.ok(
+        retryAfter > 0 && retryAfter <= t.config.RATE_LIMIT_MFA_ACCOUNT_WINDOW / 1000,
+        String(retryAfter),
+      );
+      t.clock.advance(t.config.RATE_LIMIT_MFA_ACCOUNT_WINDOW);
       a.token = await accessToken(t, a.userId); // the old one expired meanwhile
       const ok = await post(t, '/auth/mfa/enable', { code: authenticatorCode(secret, now()) }, a.token);
       assert.equal(ok.statusCode, 204);

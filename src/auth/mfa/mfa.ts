@@ -53,12 +53,8 @@ async function limitCodeAttempts(deps: MfaDeps, accountId: string): Promise<void
   const { config, clock } = deps;
   if (!config.RATE_LIMIT_ENABLED) return;
   const now = clock.now();
-  const { count, windowEnds } = await store.countCodeAttempt(
-    deps.db,
-    accountId,
-    now,
-    config.RATE_LIMIT_MFA_ACCOUNT_WINDOW,
-  );
+  const windowS = config.RATE_LIMIT_MFA_ACCOUNT_WINDOW / 1000;
+  const { count, windowEnds } = await store.countCodeAttempt(deps.db, accountId, now, windowS);
   if (count > config.RATE_LIMIT_MFA_ACCOUNT_MAX) {
     const retryAfter = Math.max(1, Math.ceil((windowEnds.getTime() - now.getTime()) / 1000));
     throw new AppError('RATE_LIMITED', 'Too many wrong two-factor codes; try again later.', {
