@@ -32,7 +32,8 @@ export interface GeneratedSecret {
 
 async function signedInAccount(deps: MfaDeps, userId: string): Promise<store.MfaAccount> {
   const account = await store.findMfaAccountByUserId(deps.db, userId);
-  if (!account) throw new AppError('ACCOUNT_NOT_FOUND');
+  // The token outlived its account (deleted since): not signed in, as for every other protected route.
+  if (!account) throw new AppError('UNAUTHENTICATED');
   return account;
 }
 
