@@ -60,6 +60,36 @@ for (const kind of dbKinds()) {
       assert.deepEqual(png.subarray(0, 8), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
       const uri = `otpauth://totp/Gatehouse%20Test:${encodeURIComponent(a.email)}?secret=${body.otp_secret}&issuer=Gatehouse%20Test&algorithm=SHA1&digits=6&period=30`;
       assert.equal(body.image_url, await QRCode.toDataURL(uri, { errorCorrectionLevel: 'M' }));
+      const { rows } = await t.ctx.db.query<{ pending_secret: string }>(
+        'test-pending',
+        'SELECT pending_secret FROM auth.account_mfa WHERE account_id = $1',
+        [a.accountId],
+      );
+      const pending = String(rows[0]?.pending_secret);
+      assert.match(pending, /^gh1:/);
+      assert.ok(!pending.includes(body.otp_secret), 'the pending secret is not stored in clear');
+    });
+
+    it('generate answers 400 to a body with fields', async () => {
+      const a = await newAccount();
+      const res = await post(t, '/auth/mfa/generate', { secret: 'MINE' }, a.token);
+      assert.equal(res.statusCode, 400);
+      assert.equal(res.json().message, '"secret" is not allowed');
+    });
+
+    it('enable accepts a secret that HBP generated but never enabled, and stores it encrypted', async () => {
+      const a = await newAccount();
+      const clear = 'KRSXG5CTMVRXEZLUKRSXG5CTMVRXEZLU';
+      await t.ctx.db.query('test-hbp-pending', 'UPDATE auth.accounts SET otp_secret = $2 WHERE id = $1', [
+        a.accountId,
+        clear,
+      ]);
+      const res = await post(t, '/auth/mfa/enable', { code: authenticatorCode(clear, now()) }, a.token);
+      assert.equal(res.statusCode, 204, res.body);
+      const row = await accountRow(t, a.accountId);
+      assert.equal(row.mfa_enabled, true);
+      assert.match(String(row.otp_secret), /^gh1:/);
+      nextStep();
     });
 
     it('generate, enable and disable answer 401 without a signed-in user', async () => {
