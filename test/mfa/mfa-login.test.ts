@@ -234,6 +234,9 @@ for (const kind of dbKinds()) {
         assert.equal(res.statusCode, 400, JSON.stringify(body));
         assert.equal(res.json().message, message, JSON.stringify(body));
       }
+      const bare = await post(t, '/auth/mfa/totp', undefined);
+      assert.equal(bare.statusCode, 400);
+      assert.equal(bare.json().message, '"ticket" is required');
       for (let i = 0; i < 5; i++) {
         const bad = await t.app.inject({
           method: 'POST',

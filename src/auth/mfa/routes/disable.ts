@@ -1,9 +1,9 @@
 /** POST /auth/mfa/disable: turns MFA off, confirmed by a code from the active secret. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { bodyDefaultsToObject, presentedRefreshToken } from '../../routes/common.ts';
 import { errors, NoContent } from '../../schemas.ts';
 import { disableMfa, type MfaDeps } from '../mfa.ts';
-import { ownRefreshToken } from './own-session.ts';
 import { Code } from './schemas.ts';
 
 const schema = {
@@ -17,9 +17,9 @@ const schema = {
 };
 
 export const disableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
-  app.post('/disable', { schema }, async (request, reply) => {
+  app.post('/disable', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
     const user = await request.requireUser();
-    await disableMfa(deps, user['user-id'], request.body.code, ownRefreshToken(request));
+    await disableMfa(deps, user['user-id'], request.body.code, presentedRefreshToken(request, {})?.value);
     return reply.code(204).send(null);
   });
 };

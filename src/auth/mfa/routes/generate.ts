@@ -1,6 +1,7 @@
 /** POST /auth/mfa/generate: a new pending TOTP secret and its QR code for the signed-in user. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { bodyDefaultsToObject } from '../../routes/common.ts';
 import { errors } from '../../schemas.ts';
 import { generateMfaSecret, type MfaDeps } from '../mfa.ts';
 
@@ -22,10 +23,7 @@ const schema = {
 
 export const generateRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   // HBP clients post without a body; an absent body counts as `{}` (fields are still refused).
-  const preValidation = async (request: { body: unknown }) => {
-    request.body ??= {};
-  };
-  app.post('/generate', { schema, preValidation }, async (request) => {
+  app.post('/generate', { schema, preValidation: bodyDefaultsToObject }, async (request) => {
     const user = await request.requireUser();
     return generateMfaSecret(deps, user['user-id']);
   });
