@@ -324,6 +324,26 @@ const SETTINGS = {
     'Secret from which the key that encrypts TOTP secrets at rest is derived. Unset outside production: generated into `DATA_DIR`.',
     { secret: true },
   ),
+  MFA_ENCRYPTION_PREVIOUS_KEYS: {
+    ...list(
+      AUTH,
+      [],
+      'Retired `MFA_ENCRYPTION_KEY` values (comma-separated): still decrypt, and secrets under them are re-encrypted with the current key at start.',
+    ),
+    secret: true,
+  },
+  RATE_LIMIT_MFA_ACCOUNT_MAX: int(
+    LIMITS,
+    10,
+    'Wrong two-factor codes accepted per account per `RATE_LIMIT_MFA_ACCOUNT_WINDOW`; beyond, every code is refused (429) until the window ends.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_MFA_ACCOUNT_WINDOW: int(
+    LIMITS,
+    900_000,
+    'Window of `RATE_LIMIT_MFA_ACCOUNT_MAX`, in milliseconds (15 minutes).',
+    { min: 1 },
+  ),
 
   // --- registration and passwords ---
   ALLOWED_EMAIL_DOMAINS: list(

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import { mfaRoutes } from '../mfa/routes/index.ts';
 import { ensureAuthSchema } from '../startup.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
@@ -34,4 +35,5 @@ export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }
   await app.register(jwksRoute, opts);
   if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await app.register(changeEmailRoute, opts);
   if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, opts);
+  if (c.MFA_ENABLED) await app.register(mfaRoutes, { ...opts, prefix: '/mfa' });
 }
