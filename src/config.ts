@@ -462,7 +462,7 @@ const SETTINGS = {
   TIME_FRAME: int(LIMITS, 900000, 'Window of `MAX_REQUESTS`, in milliseconds (15 minutes).', { min: 1 }),
   RATE_LIMIT_LOGIN_MAX: int(
     LIMITS,
-    100,
+    300,
     '`POST /auth/login` attempts per client IP per `RATE_LIMIT_LOGIN_WINDOW`.',
     {
       min: 1,
@@ -490,7 +490,7 @@ const SETTINGS = {
   ),
   RATE_LIMIT_REGISTER_MAX: int(
     LIMITS,
-    50,
+    200,
     '`POST /auth/register` attempts per client IP per `RATE_LIMIT_REGISTER_WINDOW`.',
     { min: 1 },
   ),
@@ -514,7 +514,7 @@ const SETTINGS = {
   ),
   RATE_LIMIT_REFRESH_MAX: int(
     LIMITS,
-    300,
+    600,
     '`GET /auth/token/refresh` calls per client IP per `RATE_LIMIT_REFRESH_WINDOW`.',
     { min: 1 },
   ),

@@ -127,12 +127,16 @@ export async function insertAccount(
     }
     throw err;
   }
-  for (const role of input.roles) {
+  if (input.roles.length > 0) {
     await tx.query(
-      'InsertAccountRole',
-      // clock_timestamp() advances within the transaction, so roles read back in the order given.
-      'INSERT INTO auth.account_roles (account_id, role, created_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT DO NOTHING',
-      [accountId, role],
+      'InsertAccountRoles',
+      // Roles read back in the order given: each row's created_at is one microsecond after the previous
+      // one (clock_timestamp() alone can repeat on coarse clocks, and now() is fixed per transaction).
+      `INSERT INTO auth.account_roles (account_id, role, created_at)
+       SELECT $1, r.role, clock_timestamp() + r.ord * interval '1 microsecond'
+         FROM unnest($2::text[]) WITH ORDINALITY AS r(role, ord)
+       ON CONFLICT DO NOTHING`,
+      [accountId, input.roles],
     );
   }
   return { accountId, userId };
