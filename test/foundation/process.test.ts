@@ -157,6 +157,17 @@ describe('the service process on embedded defaults', () => {
     idle.destroy();
   });
 
+  it('gives up with exit 1 when in-flight requests outlast the shutdown timeout', async () => {
+    running = runNode(SLOW_SERVER, { ...env, FIXTURE_SHUTDOWN_TIMEOUT_MS: '300' });
+    const address = await running.listening;
+    const slow = get(`${address}/slow?ms=30000`).catch((err: Error) => err);
+    await waitFor(() => running?.logs.some((l) => l['msg'] === 'slow request started') ?? false);
+    running.child.kill('SIGTERM');
+    assert.equal(await running.exited, 1);
+    assert.ok(running.logs.some((l) => String(l['msg']).startsWith('shutdown timed out')));
+    assert.ok((await slow) instanceof Error, 'the unfinished request was cut off');
+  });
+
   it('exits 1 with one message naming every bad setting, before opening anything', async () => {
     const p = runNode(MAIN, {
       ...env,
