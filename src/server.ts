@@ -32,7 +32,12 @@ function trackInFlight(server: http.Server): () => void {
   return () => {
     for (const res of inFlight) {
       if (!res.headersSent) res.shouldKeepAlive = false;
-      else res.once('finish', () => res.socket?.end());
+      else {
+        // Headers already went out with keep-alive (a streamed answer): end the socket after the body.
+        // The socket is taken now because a finished response detaches from it.
+        const socket = res.socket;
+        res.once('finish', () => socket?.end());
+      }
     }
   };
 }

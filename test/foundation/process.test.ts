@@ -132,7 +132,7 @@ describe('the service process on embedded defaults', () => {
     }
   });
 
-  it('SIGTERM during a slow request lets it finish, refuses new requests, and exits 0', async () => {
+  it('SIGTERM during a slow request and a streamed answer lets both finish, refuses new requests, and exits 0', async () => {
     running = runNode(SLOW_SERVER, env);
     const address = await running.listening;
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -140,8 +140,11 @@ describe('the service process on embedded defaults', () => {
     const idle = new http.Agent({ keepAlive: true });
     assert.equal((await get(`${address}/health`, idle)).status, 204);
 
+    const streamAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     const slow = get(`${address}/slow?ms=1500`, agent);
+    const stream = get(`${address}/stream?ms=1500`, streamAgent);
     await waitFor(() => running?.logs.some((l) => l['msg'] === 'slow request started') ?? false);
+    await waitFor(() => running?.logs.some((l) => l['msg'] === 'stream started') ?? false);
     const signalledAt = Date.now();
     running.child.kill('SIGTERM');
     await waitFor(
@@ -152,11 +155,24 @@ describe('the service process on embedded defaults', () => {
     const res = await slow;
     assert.equal(res.status, 200);
     assert.deepEqual(JSON.parse(res.body), { done: true, ms: 1500 });
+    assert.equal((await stream).body, 'first,last', 'a streamed answer that had begun is completed');
     assert.equal(await running.exited, 0);
     assert.ok(Date.now() - signalledAt < 20_000, 'the process exits well before the 25 s shutdown timeout');
     assert.ok(running.logs.some((l) => l['msg'] === 'stopped'));
     agent.destroy();
+    streamAgent.destroy();
     idle.destroy();
+  });
+
+  it('gives up with exit 1 when in-flight requests outlast the shutdown timeout', async () => {
+    running = runNode(SLOW_SERVER, { ...env, FIXTURE_SHUTDOWN_TIMEOUT_MS: '300' });
+    const address = await running.listening;
+    const slow = get(`${address}/slow?ms=30000`).catch((err: Error) => err);
+    await waitFor(() => running?.logs.some((l) => l['msg'] === 'slow request started') ?? false);
+    running.child.kill('SIGTERM');
+    assert.equal(await running.exited, 1);
+    assert.ok(running.logs.some((l) => String(l['msg']).startsWith('shutdown timed out')));
+    assert.ok((await slow) instanceof Error, 'the unfinished request was cut off');
   });
 
   it('exits 1 with one message naming every bad setting, before opening anything', async () => {
