@@ -84,7 +84,13 @@ export function devSecret(config: Config, name: string, make: () => string): str
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
   mkdirSync(path.dirname(file), { recursive: true });
   const value = make();
-  writeFileSync(file, `${value}\n`, { mode: 0o600 });
+  try {
+    // `wx`: two instances starting together on one DATA_DIR must end up with the same secret.
+    writeFileSync(file, `${value}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return readFileSync(file, 'utf8').trim();
+  }
   return value;
 }
 
