@@ -69,17 +69,19 @@ async function sqlBaseline(dbUrl: string, accountId: string, durationS: number):
           const found = await findSessionToken(db, hash);
           if (!found) throw new Error('baseline token vanished');
           await loadProfile(db, found.account_id);
-          await markRotated(db, hash, now);
-          await loadProfile(db, found.account_id);
-          await deleteExpiredSessions(db, found.account_id, now);
-          hash = sha256Hex(randomBytes(32).toString('base64url'));
-          await insertSessionToken(db, {
-            tokenHash: hash,
-            familyId,
-            accountId,
-            createdAt: now,
-            expiresAt: expires,
+          const next = sha256Hex(randomBytes(32).toString('base64url'));
+          await db.transaction(async (tx) => {
+            await markRotated(tx, hash, now);
+            await deleteExpiredSessions(tx, found.account_id, now);
+            await insertSessionToken(tx, {
+              tokenHash: next,
+              familyId,
+              accountId,
+              createdAt: now,
+              expiresAt: expires,
+            });
           });
+          hash = next;
           done++;
         }
       }),

@@ -64,11 +64,11 @@ export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, n
 export async function issueSession(
   ctx: AppContext,
   accountId: string,
-  opts: { familyId?: string; db?: Queryable } = {},
+  opts: { familyId?: string; db?: Queryable; profile?: AccountProfile } = {},
 ): Promise<Session> {
   const db = opts.db ?? ctx.db;
   const now = ctx.clock.now();
-  const profile = await loadProfile(db, accountId);
+  const profile = opts.profile ?? (await loadProfile(db, accountId));
   if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
   const refreshToken = newRefreshToken();
   const familyId = opts.familyId ?? randomUUID();
@@ -107,13 +107,21 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   if (!profile?.account.active) throw invalidRefresh();
 
   const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
-  if (row.rotated_at === null && (await markRotated(ctx.db, hash, now))) {
-    return issueSession(ctx, row.account_id, { familyId: row.family_id });
+  const successor = { familyId: row.family_id, profile };
+  if (row.rotated_at === null) {
+    // Marking the old token and storing its successor commit together: a failure in between must not
+    // leave a rotated token without a successor.
+    const rotated = await ctx.db.transaction(async (tx) =>
+      (await markRotated(tx, hash, now))
+        ? issueSession(ctx, row.account_id, { ...successor, db: tx })
+        : undefined,
+    );
+    if (rotated) return rotated;
   }
   // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
   const rotatedAt = row.rotated_at ?? now;
   if (now.getTime() - rotatedAt.getTime() <= graceMs) {
-    return issueSession(ctx, row.account_id, { familyId: row.family_id });
+    return issueSession(ctx, row.account_id, successor);
   }
   // …otherwise someone replays an old token: end that sign-in everywhere.
   await deleteFamily(ctx.db, row.family_id);
