@@ -28,6 +28,7 @@ export async function startS3rver(): Promise<S3Peer> {
   let port = 0;
   let server: S3rver | undefined;
   const start = async () => {
+    if (server) return;
     server = new S3rver({ port, address: '127.0.0.1', silent: true, directory: dir });
     port = (await server.run()).port;
   };

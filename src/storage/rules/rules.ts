@@ -143,7 +143,7 @@ export function parseRules(text: string, source: string): StorageRules {
     node?.range ? `${source}:${lines.linePos(node.range[0]).line}` : source;
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
-    const line = e?.linePos?.[0]?.line;
+    const line = e ? lines.linePos(e.pos[0]).line : undefined;
     throw new RulesFileError(
       `${source}${line ? `:${line}` : ''}: invalid YAML: ${e?.message.split('\n')[0]}`,
     );
