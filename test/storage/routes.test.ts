@@ -554,6 +554,24 @@ for (const backend of backendKinds as BackendKind[]) {
           (await t.app.inject({ url: '/storage/o/user/zipper/', headers: auth(bob) })).statusCode,
           403,
         );
+        const head = await t.app.inject({
+          method: 'HEAD',
+          url: '/storage/o/user/zipper/',
+          headers: auth(bob),
+        });
+        assert.equal(head.statusCode, 403);
+      });
+
+      it('answers HEAD on a folder with the zip headers and no body', async () => {
+        const owner = await tokenFor(t, 'zipper');
+        const res = await t.app.inject({
+          method: 'HEAD',
+          url: '/storage/o/user/zipper/',
+          headers: auth(owner),
+        });
+        assert.equal(res.statusCode, 200);
+        assert.equal(res.headers['content-type'], 'application/zip');
+        assert.equal(res.body, '');
       });
     });
 

@@ -37,7 +37,7 @@ export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext
     const caller = await callerOf(request);
     if (key.folder) {
       const files = listFolder(deps, key, caller, { forZip: true })[Symbol.asyncIterator]();
-      return sendZip(deps, reply, key, files);
+      return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });
     }
     const file = await resolveFile(deps, key, caller);
     // Access is settled here: a transformation of the bytes (images) plugs in between this and sending.

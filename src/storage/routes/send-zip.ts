@@ -19,9 +19,21 @@ export async function sendZip(
   reply: FastifyReply,
   key: ParsedKey,
   files: AsyncIterator<ObjectInfo>,
+  opts: { head?: boolean } = {},
 ): Promise<FastifyReply> {
   // The first entry is fetched before answering, so a refused folder is a 403, not a broken download.
   let next = await files.next();
+  const segments = key.key.split('/').filter(Boolean);
+  const name = `${segments[segments.length - 1] ?? 'files'}.zip`;
+  reply
+    .code(200)
+    .type('application/zip')
+    .header('content-disposition', contentDisposition('attachment', name))
+    .header('cache-control', 'private, no-store');
+  if (opts.head) {
+    await files.return?.();
+    return reply.send();
+  }
   const zip = new yazl.ZipFile();
   let started = 0;
   let added = 0;
@@ -56,13 +68,5 @@ export async function sendZip(
     }
   };
   void fill();
-
-  const segments = key.key.split('/').filter(Boolean);
-  const name = `${segments[segments.length - 1] ?? 'files'}.zip`;
-  return reply
-    .code(200)
-    .type('application/zip')
-    .header('content-disposition', contentDisposition('attachment', name))
-    .header('cache-control', 'private, no-store')
-    .send(zip.outputStream);
+  return reply.send(zip.outputStream);
 }
