@@ -80,12 +80,15 @@ for (const backend of backendKinds as BackendKind[]) {
     let t: TestApp;
     let alice: string;
     let bob: string;
+    /** The app on a real socket, for what inject() cannot send. */
+    let base: string;
     const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
     before(async () => {
       t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN });
       alice = await tokenFor(t, 'alice');
       bob = await tokenFor(t, 'bob');
+      base = await t.app.listen({ host: '127.0.0.1', port: 0 });
     });
     after(() => t.close());
 
@@ -562,6 +565,26 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.equal(head.statusCode, 403);
       });
 
+      it('survives a client that leaves in the middle of a zip', async () => {
+        const owner = await tokenFor(t, 'zipper');
+        await new Promise<void>((resolve, reject) => {
+          const req = http.get(`${base}/storage/o/user/zipper/`, { headers: auth(owner) }, (res) => {
+            assert.equal(res.statusCode, 200);
+            res.once('data', () => {
+              req.destroy();
+              resolve();
+            });
+          });
+          req.on('error', (err: NodeJS.ErrnoException) =>
+            err.code === 'ECONNRESET' ? resolve() : reject(err),
+          );
+        });
+        await new Promise((r) => setTimeout(r, 200));
+        const again = await t.app.inject({ url: '/storage/o/user/zipper/', headers: auth(owner) });
+        assert.equal(again.statusCode, 200);
+        assert.equal((await unzip(again.rawPayload)).size, 100);
+      });
+
       it('answers HEAD on a folder with the zip headers and no body', async () => {
         const owner = await tokenFor(t, 'zipper');
         const res = await t.app.inject({
@@ -608,11 +631,6 @@ for (const backend of backendKinds as BackendKind[]) {
     });
 
     describe('keys', () => {
-      let base: string;
-      before(async () => {
-        base = await t.app.listen({ host: '127.0.0.1', port: 0 });
-      });
-
       it('decodes percent-escapes once and keeps case', async () => {
         const res = await upload('/storage/o/public/My%20File%C3%A9.TXT', 'x', {});
         assert.equal(res.json().key, 'public/My Fileé.TXT');

@@ -2,6 +2,7 @@
  * Sends a folder as a zip, streamed in constant memory: entries are added as the listing goes and only a
  * few ahead of the one being written; each file is opened only when the zip reaches it.
  */
+import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import yazl from 'yazl';
 import type { ObjectInfo } from '../backends/object-store.ts';
@@ -38,12 +39,25 @@ export async function sendZip(
   let started = 0;
   let added = 0;
   let wake: (() => void) | undefined;
+  let current: Readable | undefined;
+  let gone = false;
+  // A client that leaves mid-download: stop listing and release the file being read (an S3 socket).
+  reply.raw.once('close', () => {
+    if (reply.raw.writableFinished) return;
+    gone = true;
+    current?.destroy();
+    wake?.();
+  });
 
   const fill = async () => {
     try {
       while (!next.done) {
         const info = next.value;
-        while (added - started >= AHEAD) await new Promise<void>((r) => (wake = r));
+        while (added - started >= AHEAD && !gone) await new Promise<void>((r) => (wake = r));
+        if (gone) {
+          await files.return?.();
+          return;
+        }
         added++;
         zip.addReadStreamLazy(
           info.key,
@@ -52,7 +66,11 @@ export async function sendZip(
             started++;
             wake?.();
             openFile(deps, info).then(
-              (s) => cb(null, s),
+              (s) => {
+                current = s;
+                if (gone) s.destroy();
+                cb(null, s);
+              },
               (err: Error) => cb(err, undefined as never),
             );
           },
