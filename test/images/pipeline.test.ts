@@ -3,7 +3,7 @@ import { before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { AppError } from '../../src/errors.ts';
 import type { FormatChoice, ImageParams } from '../../src/storage/images/params.ts';
-import { type RenderLimits, renderImage, targetSize } from '../../src/storage/images/pipeline.ts';
+import { imageError, type RenderLimits, renderImage, targetSize } from '../../src/storage/images/pipeline.ts';
 import { exifRotatedJpeg, flat, photo, pixelAt, pixels, pngBomb, variance } from './fixtures.ts';
 
 const limits: RenderLimits = { maxPixels: 50_000_000, timeoutSeconds: 30 };
@@ -240,6 +240,12 @@ describe('image pipeline', () => {
     it('refuses a truncated JPEG with 422', async () => {
       const good = await photo(200, 200, 'jpeg');
       await rejectsWith(render(good.subarray(0, good.length / 2)), 'IMAGE_CORRUPT', 422);
+    });
+
+    it('maps a sharp timeout to 422 IMAGE_TIMEOUT and unknown failures to 422 IMAGE_CORRUPT', () => {
+      assert.equal(imageError(new Error('timeout: 5% complete')).code, 'IMAGE_TIMEOUT');
+      assert.equal(imageError(new Error('VipsJpeg: premature end of JPEG image')).code, 'IMAGE_CORRUPT');
+      assert.equal(imageError(new Error('Input image exceeds pixel limit')).code, 'IMAGE_TOO_LARGE');
     });
 
     it('refuses formats whose loaders are not meant for untrusted input with 415', async () => {

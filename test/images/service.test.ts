@@ -18,7 +18,7 @@ function source(key: string, etag: string, data: Buffer, counter = { opens: 0 })
     size: data.length,
     async open() {
       counter.opens++;
-      return Readable.from([data]);
+      return { body: Readable.from([data]), etag };
     },
   };
 }
@@ -105,6 +105,19 @@ describe('image service', () => {
     const results = await Promise.all([1, 2, 3].map(() => service.transform(src, { params })));
     assert.equal(counter.opens, 1);
     assert.equal(new Set(results.map((r) => r.etag)).size, 1);
+  });
+
+  it('does not cache a render whose bytes changed after the source ETag was read', async () => {
+    const params = parseImageParams({ w: '33' });
+    const racing: ImageSource = {
+      key: 'pics/race.png',
+      etag: '"before"',
+      size: png.length,
+      open: async () => ({ body: png, etag: '"after"' }),
+    };
+    await service.transform(racing, { params });
+    const again = await service.transform(racing, { params });
+    assert.equal(again.status === 200 && again.fromCache, false);
   });
 
   it('refuses a source over IMAGE_MAX_SOURCE_SIZE with 422 without opening it', async () => {

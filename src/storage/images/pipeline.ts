@@ -57,7 +57,7 @@ export function restrictImageLoaders(): void {
 }
 
 /** The format written when the client did not choose one: the source's, where browsers show it. */
-function sourceOutput(format: string | undefined, compression: string | undefined): OutputFormat {
+function sourceOutput(format: string | undefined): OutputFormat {
   switch (format) {
     case 'jpeg':
     case 'png':
@@ -65,7 +65,8 @@ function sourceOutput(format: string | undefined, compression: string | undefine
     case 'gif':
       return format;
     case 'heif':
-      return compression === 'av1' ? 'avif' : 'jpeg';
+      // Only AV1-coded HEIF (AVIF) gets this far; HEVC (HEIC) is refused as unsupported.
+      return 'avif';
     default:
       // TIFF and SVG: PNG keeps every pixel and is shown everywhere.
       return 'png';
@@ -166,7 +167,7 @@ export async function renderImage(
 
   const size = targetSize(upright, params);
   if (size.width * size.height > limits.maxPixels) throw tooLarge('result', size.width, size.height, limits);
-  const format = choice === 'source' ? sourceOutput(meta.format, meta.compression) : choice;
+  const format = choice === 'source' ? sourceOutput(meta.format) : choice;
 
   try {
     const open = () =>

@@ -23,8 +23,11 @@ export interface ImageSource {
   /** The object's ETag, quoted as the store gives it. */
   etag: string;
   size: number;
-  /** Opens the object's bytes; called only when a render is needed. */
-  open(): Promise<Readable | Buffer>;
+  /**
+   * Opens the object's bytes, with the ETag of what was opened; called only when a render is needed.
+   * Throw an AppError (404) if the object has gone since the rules saw it.
+   */
+  open(): Promise<{ body: Readable | Buffer; etag: string }>;
 }
 
 export interface TransformRequest {
@@ -148,15 +151,20 @@ export class ImageService {
         'IMAGE_TOO_LARGE',
         `The file is ${source.size} bytes; files of more than ${max} bytes are not transformed.`,
       );
+    let opened = '';
     const out = await this.queue.run(async () => {
       // Read inside the queue, so requests waiting for a turn hold no image in memory.
-      const input = await readAll(await source.open(), max);
+      const { body, etag } = await source.open();
+      opened = etag;
+      const input = await readAll(body, max);
       this.stats.renders++;
       return renderImage(input, params, choice, {
         maxPixels: this.config.IMAGE_MAX_PIXELS,
         timeoutSeconds: this.config.IMAGE_TIMEOUT,
       });
     });
+    // Overwritten between the rules' look and the read: these bytes do not belong to source.etag.
+    if (opened !== source.etag) return { data: out.data, format: out.format };
     await this.cache
       .put(source.key, source.etag, variantId, { data: out.data, format: out.format })
       .catch((err: unknown) => {
