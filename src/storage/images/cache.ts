@@ -11,7 +11,7 @@
  * siblings rendered from the old ETag, and `dropSource` removes them all when the source is deleted.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 export interface CachedVariant {
@@ -24,6 +24,8 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 export class VariantCache {
   /** Path → size, in recency order (oldest first). */
   private readonly entries = new Map<string, number>();
+  /** `<source folder>/<source tag>-<variant id>.` → path, so a hit costs one read and no directory scan. */
+  private readonly index = new Map<string, string>();
   private total = 0;
   private loaded: Promise<void> | undefined;
 
@@ -50,7 +52,10 @@ export class VariantCache {
     return `${sha256(sourceEtag).slice(0, 16)}-${variantId}.`;
   }
 
-  /** Reads what an earlier run left, oldest first, so eviction order survives a restart. */
+  /**
+   * Reads what an earlier run left, oldest written first: after a restart eviction follows write
+   * order until hits reorder it (hits are not written back to disk, to keep them one read each).
+   */
   private load(): Promise<void> {
     this.loaded ??= (async () => {
       const found: { file: string; size: number; mtime: number }[] = [];
@@ -74,6 +79,10 @@ export class VariantCache {
     return this.loaded;
   }
 
+  private static indexKey(file: string): string {
+    return file.slice(0, file.lastIndexOf('.') + 1);
+  }
+
   private track(file: string, size: number): void {
     const old = this.entries.get(file);
     if (old !== undefined) {
@@ -81,6 +90,7 @@ export class VariantCache {
       this.entries.delete(file);
     }
     this.entries.set(file, size);
+    this.index.set(VariantCache.indexKey(file), file);
     this.total += size;
   }
 
@@ -89,27 +99,23 @@ export class VariantCache {
     if (size === undefined) return;
     this.total -= size;
     this.entries.delete(file);
+    const key = VariantCache.indexKey(file);
+    if (this.index.get(key) === file) this.index.delete(key);
   }
 
   async get(sourceKey: string, sourceEtag: string, variantId: string): Promise<CachedVariant | undefined> {
     if (!this.enabled) return undefined;
     await this.load();
-    const folder = this.sourceDir(sourceKey);
-    const prefix = VariantCache.prefix(sourceEtag, variantId);
-    const names = await readdir(folder).catch(() => [] as string[]);
-    const name = names.find((n) => n.startsWith(prefix));
-    if (!name) return undefined;
-    const file = path.join(folder, name);
+    const prefix = path.join(this.sourceDir(sourceKey), VariantCache.prefix(sourceEtag, variantId));
+    const file = this.index.get(prefix);
+    if (!file) return undefined;
     const data = await readFile(file).catch(() => undefined);
     if (!data) {
       this.untrack(file);
       return undefined;
     }
     this.track(file, data.length);
-    // The modification time is the recency a restart sees.
-    const now = new Date();
-    await utimes(file, now, now).catch(() => {});
-    return { data, format: name.slice(prefix.length) };
+    return { data, format: file.slice(prefix.length) };
   }
 
   async put(sourceKey: string, sourceEtag: string, variantId: string, variant: CachedVariant): Promise<void> {
