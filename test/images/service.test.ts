@@ -64,6 +64,23 @@ describe('image service', () => {
     assert.equal(counter.opens, 1);
   });
 
+  it('answers 304 for If-Modified-Since at or after the source date when no If-None-Match is sent', async () => {
+    const written = new Date('2026-01-02T03:04:05Z');
+    const src = { ...source('pics/ims.png', '"ims"', png), lastModified: written };
+    const params = parseImageParams({ w: '8' });
+    const same = await service.transform(src, { params, ifModifiedSince: written.toUTCString() });
+    assert.equal(same.status, 304);
+    const older = await service.transform(src, { params, ifModifiedSince: 'Thu, 01 Jan 2026 00:00:00 GMT' });
+    assert.equal(older.status, 200);
+    // If-None-Match wins over If-Modified-Since when both are sent.
+    const both = await service.transform(src, {
+      params,
+      ifNoneMatch: '"other"',
+      ifModifiedSince: written.toUTCString(),
+    });
+    assert.equal(both.status, 200);
+  });
+
   it('gives the same ETag for the same source and parameters on a fresh instance (no cache)', async () => {
     const other = new ImageService(configFrom({ DATA_DIR: dir, IMAGE_CACHE_MAX_SIZE: 0 }));
     const params = parseImageParams({ h: '40', q: '50', f: 'jpeg' });

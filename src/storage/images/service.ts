@@ -23,6 +23,8 @@ export interface ImageSource {
   /** The object's ETag, quoted as the store gives it. */
   etag: string;
   size: number;
+  /** When the object was last written; lets If-Modified-Since answer 304 too. */
+  lastModified?: Date;
   /**
    * Opens the object's bytes, with the ETag of what was opened; called only when a render is needed.
    * Throw an AppError (404) if the object has gone since the rules saw it.
@@ -34,6 +36,7 @@ export interface TransformRequest {
   params: ImageParams;
   accept?: string | undefined;
   ifNoneMatch?: string | undefined;
+  ifModifiedSince?: string | undefined;
 }
 
 export type TransformOutcome =
@@ -53,6 +56,17 @@ export function matchesEtag(ifNoneMatch: string | undefined, etag: string): bool
   if (!ifNoneMatch) return false;
   const bare = (t: string) => t.trim().replace(/^W\//, '');
   return ifNoneMatch.split(',').some((t) => t.trim() === '*' || bare(t) === bare(etag));
+}
+
+/**
+ * RFC 9110 §13.2.2: If-None-Match decides when present; otherwise If-Modified-Since against the
+ * source's date, since a variant changes only when its source does.
+ */
+function notModified(req: TransformRequest, etag: string, lastModified: Date | undefined): boolean {
+  if (req.ifNoneMatch) return matchesEtag(req.ifNoneMatch, etag);
+  if (!req.ifModifiedSince || !lastModified) return false;
+  const since = Date.parse(req.ifModifiedSince);
+  return !Number.isNaN(since) && Math.floor(lastModified.getTime() / 1000) <= Math.floor(since / 1000);
 }
 
 async function readAll(source: Readable | Buffer, limit: number): Promise<Buffer> {
@@ -97,7 +111,8 @@ export class ImageService {
 
   /**
    * The variant for this source and request. The ETag is computed from the source ETag and the
-   * normalised parameters before anything is read, so a matching If-None-Match costs no render.
+   * normalised parameters before anything is read, so a conditional request that matches costs no
+   * read and no render.
    */
   async transform(source: ImageSource, req: TransformRequest): Promise<TransformOutcome> {
     const { choice, vary } = chooseFormat(req.params.format, req.accept);
@@ -106,7 +121,7 @@ export class ImageService {
       .digest('hex')
       .slice(0, 32);
     const etag = `"${createHash('sha256').update(`${source.etag}\n${variantId}`).digest('hex').slice(0, 32)}"`;
-    if (matchesEtag(req.ifNoneMatch, etag)) return { status: 304, etag, vary };
+    if (notModified(req, etag, source.lastModified)) return { status: 304, etag, vary };
 
     const cached = await this.cache.get(source.key, source.etag, variantId).catch((err: unknown) => {
       this.log?.warn({ err }, 'image cache read failed');
