@@ -182,6 +182,14 @@ describe('image pipeline', () => {
       assert.ok((centre[0] as number) < 15, `centre should stay black, got ${centre}`);
     });
 
+    it('turns transparent pixels white when writing JPEG', async () => {
+      const clear = await sharp({ create: { width: 10, height: 10, channels: 4, background: '#00000000' } })
+        .png()
+        .toBuffer();
+      const img = await pixels((await render(clear, {}, 'jpeg')).data);
+      assert.ok((pixelAt(img, 5, 5)[0] as number) > 240);
+    });
+
     it('lowers pixel variance with b', async () => {
       const before = variance(await pixels((await render(png300x200, {}, 'png')).data));
       const small = variance(await pixels((await render(png300x200, { blur: 2 }, 'png')).data));

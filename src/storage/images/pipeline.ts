@@ -200,6 +200,8 @@ export async function renderImage(
       if (sigma !== undefined) img = img.blur(sigma);
     }
 
+    // JPEG has no alpha: transparent pixels become white, not libvips' default black.
+    if (format === 'jpeg' && meta.hasAlpha) img = img.flatten({ background: '#ffffff' });
     if (params.radius !== undefined) img = roundCorners(img, size, params.radius, format);
 
     const quality = params.quality ?? DEFAULT_QUALITY;
