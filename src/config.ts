@@ -493,6 +493,12 @@ const SETTINGS = {
     "Storage rules (HBP format). Missing file: HBP's default rules.",
   ),
   STORAGE_MAX_UPLOAD_SIZE: bytes(STORAGE, 1024 ** 3, 'Largest upload accepted (413 beyond).'),
+  STORAGE_PUBLIC_MAX_AGE: int(
+    STORAGE,
+    3600,
+    '`Cache-Control: public, max-age` in seconds for files the rules let anyone read (others are `private, no-cache`).',
+    { min: 0 },
+  ),
 
   // --- images ---
   IMAGE_MAX_PIXELS: int(

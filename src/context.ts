@@ -9,6 +9,9 @@ import type { Config } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
+import { createObjectStore } from './storage/backends/index.ts';
+import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { loadRules, type StorageRules } from './storage/rules/rules.ts';
 
 export interface Clock {
   now(): Date;
@@ -22,6 +25,13 @@ export interface AppContext {
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
+  readonly storage: StorageContext | undefined;
+}
+
+export interface StorageContext {
+  readonly objects: ObjectStore;
+  readonly rules: StorageRules;
 }
 
 export interface ContextOptions {
@@ -43,13 +53,37 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     const keys = await loadJwtKeys(config);
     opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
-    return { config, db, clock: opts.clock ?? systemClock, keys, cookieSecret: cookieSecret(config) };
+    const storage = config.STORAGE_ENABLED ? await openStorage(config, opts.log) : undefined;
+    return {
+      config,
+      db,
+      clock: opts.clock ?? systemClock,
+      keys,
+      cookieSecret: cookieSecret(config),
+      storage,
+    };
   } catch (err) {
     if (!opts.db) await db.close().catch(() => {});
     throw err;
   }
 }
 
+/** Rules first (a mistake in them stops the start), then the store; an unreachable S3 only warns. */
+async function openStorage(config: Config, log: FastifyBaseLogger): Promise<StorageContext> {
+  const rules = loadRules(config.STORAGE_RULES_PATH);
+  log.info({ rules: rules.source }, 'storage rules loaded');
+  const objects = createObjectStore(config);
+  try {
+    await objects.init();
+  } catch (err) {
+    if (!(err instanceof StoreUnavailable)) throw err;
+    // Start anyway: /health/ready reports the store and storage requests answer 503 until it is back.
+    log.error({ err }, 'the object store is unreachable; storage answers 503 until it is back');
+  }
+  return { objects, rules };
+}
+
 export async function closeContext(ctx: AppContext): Promise<void> {
+  await ctx.storage?.objects.close();
   await ctx.db.close();
 }

@@ -1,7 +1,7 @@
 /**
- * What the storage routes need from an object store. Two backends implement it: `fs` (a local folder,
- * the embedded default) and `s3` (any S3-compatible service). Both pass test/storage/backend-contract.
- * Starting point written with the foundation; the storage work may refine it.
+ * What the storage service needs from an object store. Two backends implement it: `fs` (a local folder,
+ * the embedded default) and `s3` (any S3-compatible service). Both pass one shared contract suite
+ * (test/storage/backend-contract.test.ts). Keys arrive already validated (src/storage/keys.ts).
  */
 import type { Readable } from 'node:stream';
 
@@ -9,7 +9,7 @@ export interface ObjectInfo {
   key: string;
   size: number;
   lastModified: Date;
-  /** Quoted, as S3 sends it: `"<md5 hex>"` for single-part uploads. */
+  /** Quoted, as S3 sends it: `"<md5 hex>"` for single-part uploads; opaque otherwise. */
   etag: string;
   contentType: string;
   /** The per-file access token (HBP's `x-amz-meta-token`). */
@@ -19,8 +19,6 @@ export interface ObjectInfo {
 export interface PutOptions {
   contentType: string;
   token: string;
-  /** Refuse (ObjectTooLarge) and store nothing when the body is longer. */
-  maxBytes?: number;
 }
 
 export interface ByteRange {
@@ -29,21 +27,26 @@ export interface ByteRange {
   end: number;
 }
 
-export class ObjectTooLarge extends Error {}
 /** The store could not be reached or failed; routes answer 503. */
-export class StoreUnavailable extends Error {}
+export class StoreUnavailable extends Error {
+  override name = 'StoreUnavailable';
+}
 
 export interface ObjectStore {
   readonly kind: 'fs' | 's3';
   /** Creates the folder or bucket when missing. */
   init(): Promise<void>;
   head(key: string): Promise<ObjectInfo | undefined>;
-  /** Streams `body` in; the object becomes visible only once complete. */
+  /**
+   * Streams `body` in. The object becomes visible only once the body has ended cleanly; when the body
+   * errors (a client abort, a size limit, a refused rule) the promise rejects with that error and nothing
+   * is left behind: no object, no partial object, no temporary file, and an older version stays intact.
+   */
   put(key: string, body: Readable, opts: PutOptions): Promise<ObjectInfo>;
   get(key: string, range?: ByteRange): Promise<{ info: ObjectInfo; body: Readable } | undefined>;
   /** False when there was nothing to delete. */
   delete(key: string): Promise<boolean>;
-  /** Replaces the file token, keeping bytes and content type. */
+  /** Replaces the file token, keeping bytes and content type. Undefined when the object is missing. */
   setToken(key: string, token: string): Promise<ObjectInfo | undefined>;
   /** Every object whose key starts with `prefix`, all pages. */
   list(prefix: string): AsyncIterable<ObjectInfo>;

@@ -1,13 +1,27 @@
 /**
- * The /storage route group (object data under /o, metadata under /m).
+ * The /storage route group: object data under /o, metadata under /m. Each route lives in its own file.
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import type { ReadinessCheck } from '../../http/health.ts';
+import { depsOf } from './common.ts';
+import { deleteFileRoute } from './delete-file.ts';
+import { deleteMetadataRoute } from './delete-metadata.ts';
+import { getFileRoute } from './get-file.ts';
+import { getMetadataRoute } from './get-metadata.ts';
+import { updateMetadataRoute } from './update-metadata.ts';
+import { uploadRoute } from './upload.ts';
 
 export async function storageRoutes(
-  _app: FastifyInstance,
-  _opts: { ctx: AppContext; readiness: ReadinessCheck[] },
+  app: FastifyInstance,
+  opts: { ctx: AppContext; readiness: ReadinessCheck[] },
 ): Promise<void> {
-  // Routes are added by the storage work.
+  const { objects } = depsOf(opts.ctx);
+  opts.readiness.push({ name: 'storage', check: () => objects.ping() });
+  await app.register(uploadRoute, { ctx: opts.ctx });
+  await app.register(getFileRoute, { ctx: opts.ctx });
+  await app.register(getMetadataRoute, { ctx: opts.ctx });
+  await app.register(deleteFileRoute, { ctx: opts.ctx });
+  await app.register(deleteMetadataRoute, { ctx: opts.ctx });
+  await app.register(updateMetadataRoute, { ctx: opts.ctx });
 }

@@ -1,0 +1,80 @@
+/**
+ * What the storage routes share: the key from the URL, the caller as the rules see it, and the
+ * response schemas.
+ */
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { StorageContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { type ParsedKey, parseKey } from '../keys.ts';
+import type { Caller, StorageDeps } from '../service.ts';
+
+export const FileMetadataSchema = Type.Object(
+  {
+    key: Type.String(),
+    AcceptRanges: Type.Literal('bytes'),
+    LastModified: Type.String({ format: 'date-time' }),
+    ContentLength: Type.Integer({ minimum: 0 }),
+    ETag: Type.String(),
+    ContentType: Type.String(),
+    Metadata: Type.Object({ token: Type.String() }, { additionalProperties: false }),
+  },
+  { additionalProperties: false, description: 'Stored file metadata' },
+);
+export type FileMetadataBody = Static<typeof FileMetadataSchema>;
+
+export const ErrorSchema = Type.Object(
+  {
+    statusCode: Type.Integer(),
+    error: Type.String(),
+    message: Type.String(),
+    code: Type.String(),
+    requestId: Type.Optional(Type.String()),
+  },
+  { description: 'Error' },
+);
+
+export const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorSchema]));
+
+export const KeyParams = Type.Object(
+  { '*': Type.String({ description: 'The file path; a trailing "/" names a folder.' }) },
+  { additionalProperties: false },
+);
+
+/** `?token=` is what HBP's default `validToken()` rule reads. */
+export const TokenQuery = Type.Object(
+  { token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })) },
+  { additionalProperties: false },
+);
+
+export const security: { [scheme: string]: string[] }[] = [{ bearer: [] }, { adminSecret: [] }, {}];
+
+export function depsOf(ctx: {
+  config: StorageDeps['config'];
+  storage: StorageContext | undefined;
+}): StorageDeps {
+  if (!ctx.storage) throw new Error('storage routes need ctx.storage (STORAGE_ENABLED)');
+  return { config: ctx.config, objects: ctx.storage.objects, rules: ctx.storage.rules };
+}
+
+/**
+ * The key from the raw URL (not the router's decoding), so that decoding happens exactly once and is
+ * checked (src/storage/keys.ts).
+ */
+export function keyOf(request: FastifyRequest): ParsedKey {
+  const route = request.routeOptions.url ?? '';
+  const prefix = route.slice(0, route.length - 1);
+  const raw = request.url.split('?')[0] ?? '';
+  if (!route.endsWith('*') || !raw.startsWith(prefix)) throw new AppError('NOT_FOUND');
+  return parseKey(raw.slice(prefix.length));
+}
+
+export async function callerOf(request: FastifyRequest): Promise<Caller> {
+  const secret = request.headers['x-admin-secret'];
+  return {
+    method: request.method,
+    query: (request.query ?? {}) as Record<string, unknown>,
+    auth: await request.identity(),
+    adminSecret: typeof secret === 'string' ? secret : undefined,
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * GET and HEAD /storage/o/<file>: the bytes. GET /storage/o/<folder>/: the folder as a zip.
+ */
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { listFolder, resolveFile } from '../service.ts';
+import { callerOf, depsOf, errors, KeyParams, keyOf, security } from './common.ts';
+import { sendFile } from './send-file.ts';
+import { sendZip } from './send-zip.ts';
+
+const binary = { description: 'The file bytes (or a zip of the folder)', type: 'string', format: 'binary' };
+
+const schema = {
+  summary: 'Download a file, or a folder as a zip (path ending in "/")',
+  description:
+    'ETag/Last-Modified with If-None-Match/If-Modified-Since (304), a single Range (206, 416 when unsatisfiable). Rules: `get`/`read` for a file; `list`/`read` for a folder and each file in it (and `get`/`read` for each zipped file). Query parameters other than `token` are ignored (cache-busters).',
+  tags: ['storage'],
+  security,
+  params: KeyParams,
+  querystring: Type.Object(
+    { token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })) },
+    { additionalProperties: true },
+  ),
+  response: {
+    200: binary,
+    206: binary,
+    304: { type: 'null', description: 'Not modified' },
+    ...errors(400, 401, 403, 404, 416, 503),
+  },
+};
+
+export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
+  const deps = depsOf(opts.ctx);
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const key = keyOf(request);
+    const caller = await callerOf(request);
+    if (key.folder) {
+      const files = listFolder(deps, key, caller, { forZip: true })[Symbol.asyncIterator]();
+      return sendZip(deps, reply, key, files);
+    }
+    const file = await resolveFile(deps, key, caller);
+    // Access is settled here: a transformation of the bytes (images) plugs in between this and sending.
+    return sendFile(deps, request, reply, file);
+  };
+  app.get('/o/*', { schema, exposeHeadRoute: false }, handler);
+  app.head(
+    '/o/*',
+    { schema: { ...schema, summary: 'File headers without the bytes', response: undefined } },
+    handler,
+  );
+}

@@ -1,0 +1,43 @@
+/**
+ * GET /storage/m/<file>: the file's metadata. GET /storage/m/<folder>/: the metadata of every file in the
+ * folder (recursively, all pages) the caller may list.
+ */
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { type FileMetadata, listFolder, resolveFile, toMetadata } from '../service.ts';
+import {
+  callerOf,
+  depsOf,
+  errors,
+  FileMetadataSchema,
+  KeyParams,
+  keyOf,
+  security,
+  TokenQuery,
+} from './common.ts';
+
+const schema = {
+  summary: 'File metadata, or the metadata of every file in a folder (path ending in "/")',
+  tags: ['storage'],
+  security,
+  params: KeyParams,
+  querystring: TokenQuery,
+  response: {
+    200: Type.Union([FileMetadataSchema, Type.Array(FileMetadataSchema)]),
+    ...errors(400, 401, 403, 404, 503),
+  },
+};
+
+export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
+  const deps = depsOf(opts.ctx);
+  app.get('/m/*', { schema }, async (request) => {
+    const key = keyOf(request);
+    const caller = await callerOf(request);
+    if (!key.folder) return toMetadata((await resolveFile(deps, key, caller)).info);
+    const out: FileMetadata[] = [];
+    for await (const info of listFolder(deps, key, caller)) out.push(toMetadata(info));
+    // S3 lists in byte order already; the folder store's order is best effort, so make it exact.
+    return out.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+  });
+}

@@ -1,0 +1,107 @@
+/**
+ * POST /storage/o/<file>: upload. The file comes as the multipart part `file` (HBP's encoding) or as the
+ * raw body with its Content-Type; either way it streams into the store and is never held in memory.
+ */
+import { PassThrough } from 'node:stream';
+import multipart from '@fastify/multipart';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { type IncomingFile, toMetadata, uploadFile } from '../service.ts';
+import {
+  callerOf,
+  depsOf,
+  errors,
+  FileMetadataSchema,
+  KeyParams,
+  keyOf,
+  security,
+  TokenQuery,
+} from './common.ts';
+
+const schema = {
+  summary: 'Upload a file (multipart part "file", or the raw body)',
+  description:
+    'Creates or overwrites the file. An overwrite keeps the file token. Rules: `create`/`write` for a new file, `update`/`write` for an existing one.',
+  tags: ['storage'],
+  security,
+  params: KeyParams,
+  querystring: TokenQuery,
+  response: { 200: FileMetadataSchema, ...errors(400, 401, 403, 404, 413, 503) },
+};
+
+/** The file part of a multipart body; fails on a missing part and, after the bytes, on a second file. */
+async function multipartFile(request: FastifyRequest): Promise<IncomingFile> {
+  const parts = request.parts()[Symbol.asyncIterator]();
+  for (;;) {
+    const r = await parts.next();
+    if (r.done) throw new AppError('FILE_MISSING');
+    const part = r.value;
+    if (part.type !== 'file') continue;
+    if (part.fieldname !== 'file') {
+      part.file.resume();
+      throw new AppError(
+        'TOO_MANY_FILES',
+        `Unexpected file part "${part.fieldname}": send one file part named "file".`,
+      );
+    }
+    return {
+      stream: part.file,
+      filename: part.filename,
+      mimetype: part.mimetype,
+      async afterEnd() {
+        for (;;) {
+          const next = await parts.next();
+          if (next.done) return;
+          if (next.value.type === 'file') {
+            next.value.file.resume();
+            throw new AppError('TOO_MANY_FILES');
+          }
+        }
+      },
+    };
+  }
+}
+
+/** The raw body, decoupled from the socket so that refusing it midway can still answer (then close). */
+function rawFile(request: FastifyRequest): IncomingFile {
+  const raw = request.raw;
+  const stream = new PassThrough();
+  const aborted = () => {
+    if (!raw.complete)
+      stream.destroy(new Error('the client closed the connection before the upload finished'));
+  };
+  raw.once('close', aborted);
+  raw.once('error', aborted);
+  raw.pipe(stream);
+  const length = request.headers['content-length'];
+  return {
+    stream,
+    mimetype: request.headers['content-type'],
+    declaredSize: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined,
+  };
+}
+
+export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
+  const deps = depsOf(opts.ctx);
+  // This scope reads bodies itself: multipart through busboy, anything else as a stream.
+  app.removeAllContentTypeParsers();
+  await app.register(multipart, {
+    limits: { fileSize: deps.config.STORAGE_MAX_UPLOAD_SIZE + 1, files: 10, fields: 100, parts: 110 },
+    throwFileSizeLimit: false,
+  });
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  // A refusal before the whole body arrived (403, 413, a bad key) closes the connection after answering,
+  // so the client stops sending instead of the server reading, say, a gigabyte into the void.
+  app.addHook('onSend', async (request, reply) => {
+    if (reply.statusCode >= 400 && !request.raw.complete) reply.header('connection', 'close');
+  });
+
+  app.post('/o/*', { schema }, async (request, reply) => {
+    const key = keyOf(request);
+    const caller = await callerOf(request);
+    const file = request.isMultipart() ? await multipartFile(request) : rawFile(request);
+    const info = await uploadFile(deps, key, caller, file);
+    return reply.code(200).send(toMetadata(info));
+  });
+}

@@ -1,0 +1,366 @@
+/**
+ * The storage rules' expression language: the subset of JavaScript HBP's rules use, parsed by jsep and
+ * evaluated by this walker over plain data only. HBP ran rules in notevil, which was escaped
+ * (CVE-2021-23771) and handed rules the whole request object; here nothing reachable from a rule is a
+ * function or a prototype:
+ *
+ * - values are `undefined`, `null`, booleans, numbers, strings, frozen arrays and null-prototype
+ *   objects copied from the request, the resource and the path variables;
+ * - member access reads own data properties only (plus `length` and indexes of strings and arrays);
+ *   `constructor`, `__proto__` and `prototype` are errors wherever they appear;
+ * - calls go to the rules file's functions or to `includes`, `startsWith`, `endsWith`, `indexOf` on a
+ *   string or an array, with primitive arguments;
+ * - there is no assignment, `this`, `new`, sequence, template or function syntax to begin with.
+ *
+ * Any error throws RuleError, and the caller denies.
+ */
+import jsep from 'jsep';
+
+export class RuleError extends Error {
+  override name = 'RuleError';
+}
+
+/** Thrown when a rule reads a value not known yet (an upload's size before its bytes arrived). */
+export class RuleNeedsValue extends Error {
+  override name = 'RuleNeedsValue';
+}
+
+/** Stands for a value that becomes known later; reading it throws RuleNeedsValue. */
+export const NOT_YET_KNOWN: unique symbol = Symbol('not yet known');
+
+export type Value =
+  | undefined
+  | null
+  | boolean
+  | number
+  | string
+  | typeof NOT_YET_KNOWN
+  | readonly Value[]
+  | { readonly [key: string]: Value };
+
+type Node = jsep.Expression;
+
+const FORBIDDEN = new Set(['constructor', '__proto__', 'prototype']);
+const METHODS = new Set(['includes', 'startsWith', 'endsWith', 'indexOf']);
+const BINARY = new Set(['&&', '||', '===', '!==', '==', '!=', '<', '<=', '>', '>=', '+']);
+const UNARY = new Set(['!', '-']);
+const MAX_DEPTH = 32;
+const MAX_LENGTH = 4096;
+
+export interface CompiledExpression {
+  readonly source: string;
+  readonly ast: Node;
+  /** Names of the rules-file functions it calls. */
+  readonly calls: ReadonlySet<string>;
+  /** Free identifiers it reads (not calls). */
+  readonly names: ReadonlySet<string>;
+}
+
+/** Parses and checks an expression; throws RuleError with a message naming the problem. */
+export function compileExpression(source: string): CompiledExpression {
+  if (source.length > MAX_LENGTH) throw new RuleError(`expression longer than ${MAX_LENGTH} characters`);
+  let ast: Node;
+  try {
+    ast = jsep(source);
+  } catch (err) {
+    throw new RuleError(`syntax error: ${(err as Error).message}`);
+  }
+  const calls = new Set<string>();
+  const names = new Set<string>();
+  check(ast, calls, names, 0);
+  return { source, ast, calls, names };
+}
+
+function check(node: Node, calls: Set<string>, names: Set<string>, depth: number): void {
+  if (depth > 64) throw new RuleError('expression nested too deeply');
+  const d = depth + 1;
+  switch (node.type) {
+    case 'Literal': {
+      const v = (node as jsep.Literal).value;
+      if (v !== null && typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean')
+        throw new RuleError('unsupported literal');
+      return;
+    }
+    case 'Identifier': {
+      const name = (node as jsep.Identifier).name;
+      if (FORBIDDEN.has(name)) throw new RuleError(`"${name}" is not allowed`);
+      if (name !== 'undefined') names.add(name);
+      return;
+    }
+    case 'UnaryExpression': {
+      const u = node as jsep.UnaryExpression;
+      if (!UNARY.has(u.operator)) throw new RuleError(`operator "${u.operator}" is not allowed`);
+      check(u.argument, calls, names, d);
+      return;
+    }
+    case 'BinaryExpression': {
+      const b = node as jsep.BinaryExpression;
+      if (!BINARY.has(b.operator)) throw new RuleError(`operator "${b.operator}" is not allowed`);
+      check(b.left, calls, names, d);
+      check(b.right, calls, names, d);
+      return;
+    }
+    case 'ConditionalExpression': {
+      const c = node as jsep.ConditionalExpression;
+      check(c.test, calls, names, d);
+      check(c.consequent, calls, names, d);
+      check(c.alternate, calls, names, d);
+      return;
+    }
+    case 'ArrayExpression':
+      for (const e of (node as jsep.ArrayExpression).elements) {
+        if (e) check(e, calls, names, d);
+      }
+      return;
+    case 'MemberExpression': {
+      const m = node as jsep.MemberExpression;
+      check(m.object, calls, names, d);
+      if (m.computed) check(m.property, calls, names, d);
+      const key = staticKey(m);
+      if (key !== undefined && FORBIDDEN.has(key)) throw new RuleError(`"${key}" is not allowed`);
+      return;
+    }
+    case 'CallExpression': {
+      const c = node as jsep.CallExpression;
+      for (const a of c.arguments) check(a, calls, names, d);
+      if (c.callee.type === 'Identifier') {
+        const name = (c.callee as jsep.Identifier).name;
+        if (FORBIDDEN.has(name)) throw new RuleError(`"${name}" is not allowed`);
+        calls.add(name);
+        return;
+      }
+      if (c.callee.type === 'MemberExpression') {
+        const m = c.callee as jsep.MemberExpression;
+        const key = staticKey(m);
+        if (m.computed || key === undefined || !METHODS.has(key))
+          throw new RuleError(
+            `only the methods ${[...METHODS].join(', ')} may be called, not "${key ?? '(computed)'}"`,
+          );
+        check(m.object, calls, names, d);
+        return;
+      }
+      throw new RuleError('only functions of the rules file and string/array methods may be called');
+    }
+    default:
+      throw new RuleError(`${describe(node)} is not allowed in a rule`);
+  }
+}
+
+function describe(node: Node): string {
+  switch (node.type) {
+    case 'Compound':
+      return 'more than one expression (or an unsupported keyword)';
+    case 'ThisExpression':
+      return '"this"';
+    default:
+      return `a ${node.type}`;
+  }
+}
+
+function staticKey(m: jsep.MemberExpression): string | undefined {
+  if (!m.computed && m.property.type === 'Identifier') return (m.property as jsep.Identifier).name;
+  if (m.computed && m.property.type === 'Literal') return String((m.property as jsep.Literal).value);
+  return undefined;
+}
+
+export interface RuleFunction {
+  readonly params: readonly string[];
+  readonly body: CompiledExpression;
+}
+
+export interface Scope {
+  /** Names an expression can read: request, resource, path variables (and a function's parameters). */
+  readonly vars: ReadonlyMap<string, Value>;
+  readonly functions: ReadonlyMap<string, RuleFunction>;
+}
+
+export function evaluate(expr: CompiledExpression, scope: Scope): Value {
+  return evalNode(expr.ast, scope, 0);
+}
+
+function evalNode(node: Node, scope: Scope, depth: number): Value {
+  switch (node.type) {
+    case 'Literal':
+      return (node as jsep.Literal).value as Value;
+    case 'Identifier': {
+      const name = (node as jsep.Identifier).name;
+      if (name === 'undefined') return undefined;
+      if (!scope.vars.has(name)) throw new RuleError(`"${name}" is not defined`);
+      return known(scope.vars.get(name));
+    }
+    case 'UnaryExpression': {
+      const u = node as jsep.UnaryExpression;
+      const v = evalNode(u.argument, scope, depth);
+      if (u.operator === '!') return !v;
+      if (u.operator === '-' && typeof v === 'number') return -v;
+      throw new RuleError(`operator "${u.operator}" needs a number`);
+    }
+    case 'BinaryExpression':
+      return binary(node as jsep.BinaryExpression, scope, depth);
+    case 'ConditionalExpression': {
+      const c = node as jsep.ConditionalExpression;
+      return evalNode(c.test, scope, depth)
+        ? evalNode(c.consequent, scope, depth)
+        : evalNode(c.alternate, scope, depth);
+    }
+    case 'ArrayExpression':
+      return Object.freeze(
+        (node as jsep.ArrayExpression).elements.map((e) => (e ? evalNode(e, scope, depth) : undefined)),
+      );
+    case 'MemberExpression':
+      return member(node as jsep.MemberExpression, scope, depth);
+    case 'CallExpression':
+      return call(node as jsep.CallExpression, scope, depth);
+    default:
+      throw new RuleError(`${node.type} is not allowed in a rule`);
+  }
+}
+
+function known(v: Value): Value {
+  if (v === NOT_YET_KNOWN) throw new RuleNeedsValue('the rule reads a value that is not known yet');
+  return v;
+}
+
+function isObject(v: Value): v is { readonly [key: string]: Value } {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function member(m: jsep.MemberExpression, scope: Scope, depth: number): Value {
+  const obj = evalNode(m.object, scope, depth);
+  if (obj === undefined || obj === null) {
+    if ((m as { optional?: boolean }).optional) return undefined;
+    throw new RuleError(`cannot read a property of ${String(obj)}`);
+  }
+  const key = m.computed ? evalNode(m.property, scope, depth) : (m.property as jsep.Identifier).name;
+  if (typeof key !== 'string' && typeof key !== 'number')
+    throw new RuleError('a property name must be a string or a number');
+  const k = String(key);
+  if (FORBIDDEN.has(k)) throw new RuleError(`"${k}" is not allowed`);
+  if (typeof obj === 'string' || Array.isArray(obj)) {
+    const list = obj as string | readonly Value[];
+    if (k === 'length') return list.length;
+    if (/^(0|[1-9]\d{0,8})$/.test(k)) return known(list[Number(k)] as Value);
+    throw new RuleError(`"${k}" cannot be read from a ${typeof obj === 'string' ? 'string' : 'list'}`);
+  }
+  if (isObject(obj)) return Object.hasOwn(obj, k) ? known(obj[k]) : undefined;
+  throw new RuleError(`cannot read "${k}" of a ${typeof obj}`);
+}
+
+function isPrimitive(v: Value): v is undefined | null | boolean | number | string {
+  return v === undefined || v === null || ['boolean', 'number', 'string'].includes(typeof v);
+}
+
+function call(c: jsep.CallExpression, scope: Scope, depth: number): Value {
+  if (depth >= MAX_DEPTH) throw new RuleError('functions call each other too deeply');
+  const args = c.arguments.map((a) => evalNode(a, scope, depth));
+  if (c.callee.type === 'Identifier') {
+    const name = (c.callee as jsep.Identifier).name;
+    const fn = scope.functions.get(name);
+    if (!fn) throw new RuleError(`function "${name}" is not defined`);
+    const vars = new Map(scope.vars);
+    fn.params.forEach((p, i) => {
+      vars.set(p, args[i]);
+    });
+    return evalNode(fn.body.ast, { vars, functions: scope.functions }, depth + 1);
+  }
+  const m = c.callee as jsep.MemberExpression;
+  const method = (m.property as jsep.Identifier).name;
+  if (m.computed || !METHODS.has(method)) throw new RuleError(`"${method}" cannot be called`);
+  const receiver = evalNode(m.object, scope, depth);
+  if (!args.every(isPrimitive)) throw new RuleError(`arguments of ${method} must be strings or numbers`);
+  if (typeof receiver === 'string') {
+    switch (method) {
+      case 'includes':
+        return receiver.includes(String(args[0]), num(args[1]));
+      case 'startsWith':
+        return receiver.startsWith(String(args[0]), num(args[1]));
+      case 'endsWith':
+        return receiver.endsWith(String(args[0]), num(args[1]));
+      default:
+        return receiver.indexOf(String(args[0]), num(args[1]));
+    }
+  }
+  if (Array.isArray(receiver)) {
+    const list = receiver as readonly Value[];
+    if (method === 'includes') return list.includes(args[0]);
+    if (method === 'indexOf') return list.indexOf(args[0]);
+  }
+  throw new RuleError(`"${method}" cannot be called on ${receiver === null ? 'null' : typeof receiver}`);
+}
+
+function num(v: Value): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number') throw new RuleError('a position must be a number');
+  return v;
+}
+
+function binary(b: jsep.BinaryExpression, scope: Scope, depth: number): Value {
+  const left = evalNode(b.left, scope, depth);
+  if (b.operator === '&&') return left ? evalNode(b.right, scope, depth) : left;
+  if (b.operator === '||') return left ? left : evalNode(b.right, scope, depth);
+  const right = evalNode(b.right, scope, depth);
+  switch (b.operator) {
+    case '===':
+      return left === right;
+    case '!==':
+      return left !== right;
+    case '==':
+      return looseEqual(left, right);
+    case '!=':
+      return !looseEqual(left, right);
+    case '+':
+      if (typeof left === 'string' && typeof right === 'string') return left + right;
+      if (typeof left === 'number' && typeof right === 'number') return left + right;
+      throw new RuleError('"+" needs two strings or two numbers');
+    default: {
+      const bothNumbers = typeof left === 'number' && typeof right === 'number';
+      const bothStrings = typeof left === 'string' && typeof right === 'string';
+      if (!bothNumbers && !bothStrings)
+        throw new RuleError(`"${b.operator}" needs two numbers or two strings`);
+      const l = left as number | string;
+      const r = right as number | string;
+      if (b.operator === '<') return l < r;
+      if (b.operator === '<=') return l <= r;
+      if (b.operator === '>') return l > r;
+      return l >= r;
+    }
+  }
+}
+
+/** JavaScript's `==` on primitives (never coercing lists or objects, which could run code in JS). */
+function looseEqual(a: Value, b: Value): boolean {
+  if (isPrimitive(a) && isPrimitive(b)) {
+    // biome-ignore lint/suspicious/noDoubleEquals: HBP rules were JavaScript; `==` keeps its meaning here.
+    return a == b;
+  }
+  return a === b;
+}
+
+/**
+ * Copies a JavaScript value into rule data: null-prototype objects and frozen arrays, no functions,
+ * symbols (other than NOT_YET_KNOWN) or class instances (a Date becomes its ISO string).
+ */
+export function toValue(v: unknown, depth = 0): Value {
+  if (v === NOT_YET_KNOWN) return NOT_YET_KNOWN;
+  if (v === null || v === undefined) return v as null | undefined;
+  switch (typeof v) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return v;
+    case 'bigint':
+      return Number(v);
+    case 'object':
+      break;
+    default:
+      return undefined;
+  }
+  if (depth > 16) return undefined;
+  if (v instanceof Date) return v.toISOString();
+  if (Array.isArray(v)) return Object.freeze(v.map((x) => toValue(x, depth + 1)));
+  const out: Record<string, Value> = Object.create(null);
+  for (const [k, x] of Object.entries(v as object)) {
+    if (!FORBIDDEN.has(k)) out[k] = toValue(x, depth + 1);
+  }
+  return Object.freeze(out);
+}

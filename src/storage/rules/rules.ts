@@ -1,0 +1,290 @@
+/**
+ * Storage access rules in HBP's `rules.yaml` format, loaded and checked once at start: a mistake stops
+ * the service with the file, the line and the rule named. Decisions follow contract §8.6 (which rule keys
+ * an operation tries, and which path entry answers), with two fixes: any error in a rule denies, and a
+ * request no entry answers is denied rather than routed to a 404.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { isMap, isScalar, LineCounter, parseDocument, type Node as YamlNode } from 'yaml';
+import {
+  type CompiledExpression,
+  compileExpression,
+  evaluate,
+  RuleError,
+  type RuleFunction,
+  RuleNeedsValue,
+  toValue,
+  type Value,
+} from './expression.ts';
+import { compilePattern, type PathPattern } from './matcher.ts';
+
+/** HBP's shipped `custom/storage-rules/rules.yaml`, used when no rules file exists. */
+export const DEFAULT_RULES = `functions:
+  isAuthenticated: 'return !!request.auth'
+  isOwner: "return !!request.auth && userId === request.auth['user-id']"
+  validToken: 'return request.query.token === resource.Metadata.token'
+paths:
+  /user/:userId/:
+    list: 'isOwner(userId)'
+  /user/:userId/:fileId:
+    read: 'isOwner(userId) || validToken()'
+    write: 'isOwner(userId)'
+  /public*:
+    read: 'true'
+    write: 'true'
+`;
+
+export type RuleKey = 'create' | 'update' | 'write' | 'get' | 'list' | 'read' | 'delete';
+export type Operation = 'create' | 'update' | 'get' | 'list' | 'delete';
+
+const RULE_KEYS: readonly RuleKey[] = ['create', 'update', 'write', 'get', 'list', 'read', 'delete'];
+/** Keys HBP accepted in a path entry and ignored. */
+const IGNORED_KEYS = new Set(['meta', 'metadata']);
+
+/**
+ * Per operation: the keys that make an entry answer the request (HBP registered one Express route per
+ * method for entries having any of them) and the keys tried, in order.
+ */
+const OPERATIONS: Record<Operation, { answers: readonly RuleKey[]; tries: readonly RuleKey[] }> = {
+  create: { answers: ['write', 'create', 'update'], tries: ['create', 'write'] },
+  update: { answers: ['write', 'create', 'update'], tries: ['update', 'write'] },
+  get: { answers: ['read', 'get', 'list'], tries: ['get', 'read'] },
+  list: { answers: ['read', 'get', 'list'], tries: ['list', 'read'] },
+  delete: { answers: ['write', 'delete'], tries: ['delete', 'write'] },
+};
+
+export class RulesFileError extends Error {
+  override name = 'RulesFileError';
+}
+
+interface Entry {
+  pattern: PathPattern;
+  rules: Partial<Record<RuleKey, CompiledExpression>>;
+}
+
+export interface RuleInput {
+  /** `/` + the object key (`/user/abc/photo.png`, or `/user/abc/` for a folder). */
+  path: string;
+  method: string;
+  query: Record<string, unknown>;
+  /** The caller's un-prefixed permission variables; undefined when anonymous. */
+  auth: Record<string, unknown> | undefined;
+  /** The metadata object, the incoming file `{name, size, mimetype}`, or undefined. */
+  resource: unknown;
+}
+
+export type Decision =
+  | { allowed: true }
+  | { allowed: false; reason: string }
+  /** A rule read a value marked NOT_YET_KNOWN: decide again once it is known. */
+  | { allowed: 'later' };
+
+export class StorageRules {
+  constructor(
+    private readonly entries: readonly Entry[],
+    private readonly functions: ReadonlyMap<string, RuleFunction>,
+    readonly source: string,
+  ) {}
+
+  decide(op: Operation, input: RuleInput): Decision {
+    const { answers, tries } = OPERATIONS[op];
+    for (const entry of this.entries) {
+      const vars = entry.pattern.match(input.path);
+      if (!vars || !answers.some((k) => entry.rules[k])) continue;
+      const scope = new Map<string, Value>();
+      for (const [k, v] of Object.entries(vars)) scope.set(k, v);
+      scope.set(
+        'request',
+        toValue({ path: input.path, method: input.method, query: input.query, auth: input.auth }),
+      );
+      scope.set('resource', toValue(input.resource));
+      for (const key of tries) {
+        const rule = entry.rules[key];
+        if (!rule) continue;
+        try {
+          if (evaluate(rule, { vars: scope, functions: this.functions })) return { allowed: true };
+        } catch (err) {
+          if (err instanceof RuleNeedsValue) return { allowed: 'later' };
+          if (err instanceof RuleError) {
+            return { allowed: false, reason: `${entry.pattern.source} ${key}: ${err.message}` };
+          }
+          throw err;
+        }
+      }
+      return { allowed: false, reason: `${entry.pattern.source}: no rule allows ${op}` };
+    }
+    return { allowed: false, reason: `no path rule answers ${op} on ${input.path}` };
+  }
+}
+
+/** Loads `file`, or HBP's default rules when it does not exist. Throws RulesFileError. */
+export function loadRules(file: string): StorageRules {
+  if (!existsSync(file)) return parseRules(DEFAULT_RULES, 'built-in default rules');
+  return parseRules(readFileSync(file, 'utf8'), file);
+}
+
+const IDENT = /^[A-Za-z_$][\w$]*$/;
+const RESERVED = new Set([
+  'request',
+  'resource',
+  'undefined',
+  'true',
+  'false',
+  'null',
+  'constructor',
+  '__proto__',
+  'prototype',
+]);
+
+export function parseRules(text: string, source: string): StorageRules {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const at = (node: YamlNode | null | undefined) =>
+    node?.range ? `${source}:${lines.linePos(node.range[0]).line}` : source;
+  if (doc.errors.length > 0) {
+    const e = doc.errors[0];
+    const line = e?.linePos?.[0]?.line;
+    throw new RulesFileError(
+      `${source}${line ? `:${line}` : ''}: invalid YAML: ${e?.message.split('\n')[0]}`,
+    );
+  }
+  const root = doc.contents;
+  if (root === null || (isScalar(root) && root.value === null)) {
+    return new StorageRules([], new Map(), source);
+  }
+  if (!isMap(root))
+    throw new RulesFileError(`${at(root)}: the rules file must be a mapping with "functions" and "paths"`);
+
+  const functions = new Map<string, RuleFunction>();
+  const fnLines = new Map<string, string>();
+  for (const pair of root.items) {
+    const key = isScalar(pair.key) ? String(pair.key.value) : '';
+    if (key !== 'functions' && key !== 'paths')
+      throw new RulesFileError(
+        `${at(pair.key as YamlNode)}: unknown section "${key}" (expected functions, paths)`,
+      );
+  }
+  const fnNode = root.get('functions', true) as YamlNode | undefined;
+  if (fnNode && !(isScalar(fnNode) && fnNode.value === null)) {
+    if (!isMap(fnNode)) throw new RulesFileError(`${at(fnNode)}: "functions" must be a mapping`);
+    for (const pair of fnNode.items) {
+      const name = isScalar(pair.key) ? String(pair.key.value) : '';
+      const where = `${at(pair.key as YamlNode)}: function "${name}"`;
+      if (!IDENT.test(name) || RESERVED.has(name))
+        throw new RulesFileError(`${where}: not a valid function name`);
+      const value =
+        (pair.value as YamlNode | null)?.toJSON?.() ?? (isScalar(pair.value) ? pair.value.value : undefined);
+      let params: string[] = [];
+      let code: unknown = value;
+      if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+        const obj = value as Record<string, unknown>;
+        for (const k of Object.keys(obj)) {
+          if (k !== 'params' && k !== 'code')
+            throw new RulesFileError(`${where}: unknown key "${k}" (expected params, code)`);
+        }
+        params = Array.isArray(obj['params']) ? obj['params'].map(String) : [];
+        if (obj['params'] !== undefined && !Array.isArray(obj['params']))
+          throw new RulesFileError(`${where}: "params" must be a list of names`);
+        for (const p of params) {
+          if (!IDENT.test(p) || RESERVED.has(p))
+            throw new RulesFileError(`${where}: "${p}" is not a valid parameter name`);
+        }
+        code = obj['code'];
+      }
+      if (typeof code !== 'string')
+        throw new RulesFileError(`${where}: the body must be a string "return <expression>"`);
+      const m = /^\s*(?:(["'])use strict\1\s*;?\s*)?return\s+([\s\S]*?)\s*;?\s*$/.exec(code);
+      if (!m) throw new RulesFileError(`${where}: the body must be "return <expression>"`);
+      let body: CompiledExpression;
+      try {
+        body = compileExpression(m[2] as string);
+      } catch (err) {
+        throw new RulesFileError(`${where}: ${(err as Error).message}`);
+      }
+      functions.set(name, { params, body });
+      fnLines.set(name, where);
+    }
+  }
+  for (const [name, fn] of functions) {
+    for (const callee of fn.body.calls) {
+      if (!functions.has(callee))
+        throw new RulesFileError(`${fnLines.get(name)}: calls unknown function "${callee}"`);
+    }
+  }
+  const cycle = findCycle(functions);
+  if (cycle)
+    throw new RulesFileError(
+      `${fnLines.get(cycle[0] as string)}: functions call each other in a loop (${cycle.join(' → ')})`,
+    );
+
+  const entries: Entry[] = [];
+  const pathsNode = root.get('paths', true) as YamlNode | undefined;
+  if (pathsNode && !(isScalar(pathsNode) && pathsNode.value === null)) {
+    if (!isMap(pathsNode)) throw new RulesFileError(`${at(pathsNode)}: "paths" must be a mapping`);
+    for (const pair of pathsNode.items) {
+      const pat = isScalar(pair.key) ? String(pair.key.value) : '';
+      const where = `${at(pair.key as YamlNode)}: path "${pat}"`;
+      let pattern: PathPattern;
+      try {
+        pattern = compilePattern(pat);
+      } catch (err) {
+        throw new RulesFileError(`${where}: ${(err as Error).message}`);
+      }
+      const rulesNode = pair.value as YamlNode | null;
+      if (!isMap(rulesNode))
+        throw new RulesFileError(`${where}: must map actions (${RULE_KEYS.join(', ')}) to rules`);
+      const rules: Entry['rules'] = {};
+      for (const r of rulesNode.items) {
+        const key = isScalar(r.key) ? String(r.key.value) : '';
+        const rw = `${at(r.key as YamlNode)}: path "${pat}" rule "${key}"`;
+        if (IGNORED_KEYS.has(key)) continue;
+        if (!(RULE_KEYS as readonly string[]).includes(key))
+          throw new RulesFileError(`${rw}: unknown action (expected ${RULE_KEYS.join(', ')})`);
+        const raw = isScalar(r.value) ? r.value.value : undefined;
+        if (typeof raw !== 'string' && typeof raw !== 'boolean')
+          throw new RulesFileError(`${rw}: the rule must be an expression string`);
+        let expr: CompiledExpression;
+        try {
+          expr = compileExpression(String(raw));
+        } catch (err) {
+          throw new RulesFileError(`${rw}: ${(err as Error).message}`);
+        }
+        for (const name of expr.names) {
+          if (name !== 'request' && name !== 'resource' && !pattern.names.includes(name))
+            throw new RulesFileError(
+              `${rw}: "${name}" is not defined (use request, resource or a path variable)`,
+            );
+        }
+        for (const callee of expr.calls) {
+          if (!functions.has(callee)) throw new RulesFileError(`${rw}: calls unknown function "${callee}"`);
+        }
+        rules[key as RuleKey] = expr;
+      }
+      entries.push({ pattern, rules });
+    }
+  }
+  return new StorageRules(entries, functions, source);
+}
+
+function findCycle(functions: ReadonlyMap<string, RuleFunction>): string[] | undefined {
+  const state = new Map<string, 'visiting' | 'done'>();
+  const stack: string[] = [];
+  const visit = (name: string): string[] | undefined => {
+    if (state.get(name) === 'done') return undefined;
+    if (state.get(name) === 'visiting') return [...stack.slice(stack.indexOf(name)), name];
+    state.set(name, 'visiting');
+    stack.push(name);
+    for (const callee of functions.get(name)?.body.calls ?? []) {
+      const c = visit(callee);
+      if (c) return c;
+    }
+    stack.pop();
+    state.set(name, 'done');
+    return undefined;
+  };
+  for (const name of functions.keys()) {
+    const c = visit(name);
+    if (c) return c;
+  }
+  return undefined;
+}

@@ -1,0 +1,313 @@
+/**
+ * The storage operations behind the routes: who may do what (rules, admin secret), uploads streamed
+ * into the store under a size limit, reads, folders, deletes and token rotation. Routes parse and shape;
+ * everything that decides lives here.
+ */
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
+import { StoreUnavailable } from './backends/object-store.ts';
+import type { ParsedKey } from './keys.ts';
+import { NOT_YET_KNOWN } from './rules/expression.ts';
+import type { Operation, RuleInput, StorageRules } from './rules/rules.ts';
+import { chooseContentType, SNIFF_BYTES } from './sniff.ts';
+
+export interface StorageDeps {
+  readonly config: Config;
+  readonly objects: ObjectStore;
+  readonly rules: StorageRules;
+}
+
+/** What the rules know about a request. */
+export interface Caller {
+  method: string;
+  query: Record<string, unknown>;
+  auth: Record<string, unknown> | undefined;
+  /** The `x-admin-secret` header, if sent. */
+  adminSecret: string | undefined;
+}
+
+/** HBP's stored-file metadata object, exactly these fields in this order (spec §2, contract S17). */
+export interface FileMetadata {
+  key: string;
+  AcceptRanges: 'bytes';
+  LastModified: string;
+  ContentLength: number;
+  ETag: string;
+  ContentType: string;
+  Metadata: { token: string };
+}
+
+export function toMetadata(info: ObjectInfo): FileMetadata {
+  return {
+    key: info.key,
+    AcceptRanges: 'bytes',
+    LastModified: info.lastModified.toISOString(),
+    ContentLength: info.size,
+    ETag: info.etag,
+    ContentType: info.contentType,
+    Metadata: { token: info.token },
+  };
+}
+
+/** Store failures the caller can do nothing about become 503; everything else passes. */
+export async function store<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof StoreUnavailable) throw new AppError('STORAGE_UNAVAILABLE', undefined, { cause: err });
+    throw err;
+  }
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest();
+
+/**
+ * The admin bypass: only with a non-empty HASURA_GRAPHQL_ADMIN_SECRET, compared in constant time
+ * (HBP let everyone through when the secret was unset, contract D3).
+ */
+export function isAdmin(config: Config, header: string | undefined): boolean {
+  const secret = config.HASURA_GRAPHQL_ADMIN_SECRET;
+  if (!secret || header === undefined || header === '') return false;
+  return timingSafeEqual(sha256(secret), sha256(header));
+}
+
+function ruleInput(key: ParsedKey | string, caller: Caller, resource: unknown): RuleInput {
+  const path = typeof key === 'string' ? `/${key}` : key.path;
+  return { path, method: caller.method, query: caller.query, auth: caller.auth, resource };
+}
+
+function allowed(
+  deps: StorageDeps,
+  op: Operation,
+  key: ParsedKey | string,
+  caller: Caller,
+  resource: unknown,
+): boolean {
+  return deps.rules.decide(op, ruleInput(key, caller, resource)).allowed === true;
+}
+
+function requireAllowed(
+  deps: StorageDeps,
+  op: Operation,
+  key: ParsedKey,
+  caller: Caller,
+  resource: unknown,
+): void {
+  if (isAdmin(deps.config, caller.adminSecret)) return;
+  if (!allowed(deps, op, key, caller, resource)) throw new AppError('FORBIDDEN');
+}
+
+function fileKey(key: ParsedKey): void {
+  if (key.folder)
+    throw new AppError('INVALID_KEY', 'The file path is not valid: it names a folder (trailing "/").');
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Upload
+
+export interface IncomingFile {
+  stream: Readable;
+  /** The part's file name (multipart), if any. */
+  filename?: string;
+  /** The declared type: the part's or the request's Content-Type. */
+  mimetype?: string;
+  /** The body length when the client declared it (raw uploads). */
+  declaredSize?: number;
+  /** Runs once the file's bytes have all arrived, before the object is committed (more parts?). */
+  afterEnd?: () => Promise<void>;
+}
+
+/** Reads the first `n` bytes without losing them: returns them and an iterator over the rest. */
+async function peek(stream: Readable, n: number) {
+  const it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const head: Buffer[] = [];
+  let length = 0;
+  let ended = false;
+  while (length < n) {
+    const r = await it.next();
+    if (r.done) {
+      ended = true;
+      break;
+    }
+    const chunk = Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value);
+    head.push(chunk);
+    length += chunk.length;
+  }
+  return { head, first: Buffer.concat(head).subarray(0, n), ended, it };
+}
+
+function tooLarge(config: Config): AppError {
+  return new AppError(
+    'PAYLOAD_TOO_LARGE',
+    `The file is larger than the upload limit of ${config.STORAGE_MAX_UPLOAD_SIZE} bytes.`,
+  );
+}
+
+/**
+ * Streams an upload into the store. The bytes flow through a guard that counts them (413 past
+ * STORAGE_MAX_UPLOAD_SIZE) and, at the end, settles rules that need the final size and checks for extra
+ * parts; any failure errors the body, and the store then keeps nothing.
+ */
+export async function uploadFile(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  file: IncomingFile,
+): Promise<ObjectInfo> {
+  const { config, objects } = deps;
+  if (key.folder) throw new AppError('FOLDER_UPLOAD');
+  const max = config.STORAGE_MAX_UPLOAD_SIZE;
+  if (file.declaredSize !== undefined && file.declaredSize > max) throw tooLarge(config);
+
+  const existing = await store(() => objects.head(key.key));
+  const { head, first, ended, it } = await peek(file.stream, SNIFF_BYTES);
+  const contentType = chooseContentType(file.mimetype, first);
+  const name = file.filename || key.key.slice(key.key.lastIndexOf('/') + 1);
+  const op: Operation = existing ? 'update' : 'create';
+  const admin = isAdmin(config, caller.adminSecret);
+  const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
+
+  let decideAtEnd = false;
+  if (!admin) {
+    const early = deps.rules.decide(op, ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN)));
+    if (early.allowed === false) {
+      if (!ended) await it.return?.();
+      throw new AppError('FORBIDDEN');
+    }
+    decideAtEnd = early.allowed === 'later';
+  }
+
+  async function* guarded(): AsyncGenerator<Buffer> {
+    let size = 0;
+    try {
+      for (const chunk of head) {
+        size += chunk.length;
+        if (size > max) throw tooLarge(config);
+        yield chunk;
+      }
+      if (!ended) {
+        for (;;) {
+          const r = await it.next();
+          if (r.done) break;
+          size += r.value.length;
+          if (size > max) throw tooLarge(config);
+          yield r.value;
+        }
+      }
+      if (decideAtEnd && deps.rules.decide(op, ruleInput(key, caller, resource(size))).allowed !== true) {
+        throw new AppError('FORBIDDEN');
+      }
+      await file.afterEnd?.();
+    } finally {
+      // On any early exit, stop reading the client's body.
+      if (!ended) await it.return?.();
+    }
+  }
+
+  const token = existing?.token || randomUUID();
+  return store(() =>
+    objects.put(key.key, Readable.from(guarded(), { objectMode: false }), { contentType, token }),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reads
+
+export interface ReadableFile {
+  info: ObjectInfo;
+  /** Whether an anonymous caller without a token may read it (decides Cache-Control). */
+  public: boolean;
+}
+
+/**
+ * Access check and metadata for one file. A missing file answers 404 only to callers the rules would
+ * let read it; others get 403, so the existence of files they cannot read stays hidden.
+ */
+export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
+  fileKey(key);
+  const info = await store(() => deps.objects.head(key.key));
+  const resource = info ? toMetadata(info) : undefined;
+  requireAllowed(deps, 'get', key, caller, resource);
+  if (!info) throw new AppError('NOT_FOUND');
+  const anonymous: Caller = { method: caller.method, query: {}, auth: undefined, adminSecret: undefined };
+  return { info, public: allowed(deps, 'get', key, anonymous, resource) };
+}
+
+/** Opens the bytes of a resolved file (all, or one range). */
+export async function openFile(deps: StorageDeps, info: ObjectInfo, range?: ByteRange): Promise<Readable> {
+  const got = await store(() => deps.objects.get(info.key, range));
+  if (!got) throw new AppError('NOT_FOUND');
+  return got.body;
+}
+
+/**
+ * The files of a folder the caller may list: the folder itself must pass `list`/`read`, then each file
+ * its own entry's `list`/`read` with its own path variables and metadata (HBP used the folder's, D21).
+ * `forZip` also requires `get`/`read` on each file, since a zip hands out the bytes.
+ */
+export async function* listFolder(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  opts: { forZip?: boolean } = {},
+): AsyncIterable<ObjectInfo> {
+  if (!key.folder)
+    throw new AppError('INVALID_KEY', 'The file path is not valid: a folder path ends with "/".');
+  const admin = isAdmin(deps.config, caller.adminSecret);
+  if (!admin && !allowed(deps, 'list', key, caller, undefined)) throw new AppError('FORBIDDEN');
+  const items = deps.objects.list(key.key);
+  const it = items[Symbol.asyncIterator]();
+  for (;;) {
+    const r = await store(() => it.next());
+    if (r.done) return;
+    const info = r.value;
+    if (!admin) {
+      const meta = toMetadata(info);
+      if (!allowed(deps, 'list', info.key, caller, meta)) continue;
+      if (opts.forZip && !allowed(deps, 'get', info.key, caller, meta)) continue;
+    }
+    yield info;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Delete and token rotation
+
+export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<void> {
+  fileKey(key);
+  const info = await store(() => deps.objects.head(key.key));
+  requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
+  if (!info || !(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
+}
+
+/** `DELETE /storage/m/<file>`: a new token, under the `delete`/`write` rules (as HBP). */
+export async function rotateTokenByRules(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+): Promise<ObjectInfo> {
+  fileKey(key);
+  const info = await store(() => deps.objects.head(key.key));
+  requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
+  return setNewToken(deps, key);
+}
+
+/** `POST /storage/m/<file>` `{action: "revoke-token"}`: admin secret only, rules are not consulted. */
+export async function revokeTokenAsAdmin(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+): Promise<ObjectInfo> {
+  fileKey(key);
+  if (!isAdmin(deps.config, caller.adminSecret)) throw new AppError('INCORRECT_ACCESS_TOKEN');
+  return setNewToken(deps, key);
+}
+
+async function setNewToken(deps: StorageDeps, key: ParsedKey): Promise<ObjectInfo> {
+  const info = await store(() => deps.objects.setToken(key.key, randomUUID()));
+  if (!info) throw new AppError('NOT_FOUND');
+  return info;
+}

@@ -1,0 +1,153 @@
+/**
+ * Storage test helpers: a real S3 peer (s3rver) in the test process, stores of both kinds, and apps
+ * built on either backend.
+ */
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import S3rver from 's3rver';
+import { FsObjectStore } from '../../src/storage/backends/fs.ts';
+import type { ObjectStore } from '../../src/storage/backends/object-store.ts';
+import { S3ObjectStore, type S3Settings } from '../../src/storage/backends/s3.ts';
+import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
+import type { DbKind } from '../helpers/db.ts';
+
+export type BackendKind = 'fs' | 's3';
+export const backendKinds: BackendKind[] = ['fs', 's3'];
+
+export interface S3Peer {
+  endpoint: string;
+  port: number;
+  close(): Promise<void>;
+  /** Stops the server but keeps its data, to simulate an outage; `start` brings it back on the same port. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export async function startS3rver(): Promise<S3Peer> {
+  const dir = tempDir('gatehouse-s3rver-');
+  let port = 0;
+  let server: S3rver | undefined;
+  const start = async () => {
+    server = new S3rver({ port, address: '127.0.0.1', silent: true, directory: dir });
+    port = (await server.run()).port;
+  };
+  await start();
+  return {
+    get endpoint() {
+      return `http://127.0.0.1:${port}`;
+    },
+    get port() {
+      return port;
+    },
+    start,
+    async stop() {
+      await server?.close();
+      server = undefined;
+    },
+    async close() {
+      await server?.close();
+      server = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function uniqueBucket(): string {
+  return `test-${randomBytes(6).toString('hex')}`;
+}
+
+export function s3Settings(peer: S3Peer, extra: Partial<S3Settings> = {}): S3Settings {
+  return {
+    endpoint: peer.endpoint,
+    sslEnabled: false,
+    bucket: uniqueBucket(),
+    region: 'us-east-1',
+    accessKeyId: 'S3RVER',
+    secretAccessKey: 'S3RVER',
+    ...extra,
+  };
+}
+
+export interface StoreUnderTest {
+  store: ObjectStore;
+  /** The fs root (fs only). */
+  root?: string;
+  close(): Promise<void>;
+}
+
+export async function makeStore(kind: BackendKind, peer?: S3Peer, extra: Partial<S3Settings> = {}) {
+  if (kind === 'fs') {
+    const root = tempDir('gatehouse-fs-store-');
+    const store = new FsObjectStore(root);
+    await store.init();
+    return {
+      store,
+      root,
+      async close() {
+        await store.close();
+        rmSync(root, { recursive: true, force: true });
+      },
+    } satisfies StoreUnderTest;
+  }
+  if (!peer) throw new Error('an s3 store needs the s3rver peer');
+  const store = new S3ObjectStore(s3Settings(peer, extra));
+  await store.init();
+  return {
+    store,
+    async close() {
+      await store.close();
+    },
+  } satisfies StoreUnderTest;
+}
+
+/** The app on the given backend (s3: a fresh bucket on `peer`). */
+export function buildStorageApp(
+  backend: BackendKind,
+  peer: S3Peer | undefined,
+  overrides: ConfigOverrides = {},
+  db: DbKind = 'pglite',
+): Promise<TestApp> {
+  const s3: ConfigOverrides =
+    backend === 's3' && peer
+      ? {
+          S3_ENDPOINT: peer.endpoint,
+          S3_BUCKET: uniqueBucket(),
+          S3_ACCESS_KEY_ID: 'S3RVER',
+          S3_SECRET_ACCESS_KEY: 'S3RVER',
+          S3_SSL_ENABLED: false,
+        }
+      : {};
+  return buildTestApp(db, { ...s3, ...overrides });
+}
+
+export interface Part {
+  name: string;
+  filename?: string;
+  type?: string;
+  data: string | Buffer;
+}
+
+/** A multipart/form-data body, as browsers and HBP's clients send it. */
+export function multipartBody(parts: Part[]): { payload: Buffer; headers: Record<string, string> } {
+  const boundary = `----gatehouse${randomBytes(8).toString('hex')}`;
+  const chunks: Buffer[] = [];
+  for (const p of parts) {
+    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"`;
+    if (p.filename !== undefined) head += `; filename="${p.filename}"`;
+    head += '\r\n';
+    if (p.type) head += `Content-Type: ${p.type}\r\n`;
+    chunks.push(Buffer.from(`${head}\r\n`), Buffer.from(p.data), Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return {
+    payload: Buffer.concat(chunks),
+    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+  };
+}
+
+/** An access token for a user with the default role, as the accounts routes would mint it. */
+export async function tokenFor(t: TestApp, userId: string, roles = ['user']): Promise<string> {
+  const { permissionVariables, signAccessToken } = await import('../../src/auth/jwt.ts');
+  const vars = permissionVariables({ userId, defaultRole: roles[0] ?? 'user', roles, customFields: {} }, []);
+  return (await signAccessToken(t.ctx.keys, t.ctx.config, vars, t.ctx.clock.now())).token;
+}
