@@ -2,9 +2,10 @@
  * The HTTP side of a transform on `GET /storage/o/<file>`: the route settles access exactly as for the
  * plain download, then hands the source here instead of sending its bytes.
  */
-import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ObjectInfo } from '../backends/object-store.ts';
+import { AppError } from '../../errors.ts';
+import { contentDisposition } from '../http-file.ts';
+import { type ReadableFile, type StorageDeps, store } from '../service.ts';
 import { type ImageParams, isTransformRequest, parseImageParams } from './params.ts';
 import type { ImageService } from './service.ts';
 
@@ -12,18 +13,6 @@ import type { ImageService } from './service.ts';
 export function imageParamsOf(query: unknown): ImageParams | undefined {
   const q = (query ?? {}) as Record<string, unknown>;
   return isTransformRequest(q) ? parseImageParams(q) : undefined;
-}
-
-export interface ImageReplyOptions {
-  /** The source object, already allowed by the rules. */
-  info: ObjectInfo;
-  params: ImageParams;
-  /** The Cache-Control the plain download of this file would carry (public or private by the rules). */
-  cacheControl: string;
-  /** `Content-Disposition` for a given file name. */
-  disposition(filename: string): string;
-  /** The source bytes, with the ETag of what was opened. */
-  open(): Promise<{ body: Readable; etag: string }>;
 }
 
 const EXTENSIONS: Record<string, string> = {
@@ -34,19 +23,34 @@ const EXTENSIONS: Record<string, string> = {
   gif: 'gif',
 };
 
-/** Sends the variant (200), or 304 when the client's validator still matches. */
+/**
+ * Sends the variant (200), or 304 when the client's validator still matches. Caching headers follow
+ * the plain download of the same file (public or private by the rules).
+ */
 export async function sendImage(
   images: ImageService,
+  deps: StorageDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  opts: ImageReplyOptions,
+  file: ReadableFile,
+  params: ImageParams,
 ): Promise<FastifyReply> {
-  const { info } = opts;
+  const { info } = file;
   const headers = request.headers;
   const outcome = await images.transform(
-    { key: info.key, etag: info.etag, size: info.size, lastModified: info.lastModified, open: opts.open },
     {
-      params: opts.params,
+      key: info.key,
+      etag: info.etag,
+      size: info.size,
+      lastModified: info.lastModified,
+      async open() {
+        const got = await store(() => deps.objects.get(info.key));
+        if (!got) throw new AppError('NOT_FOUND');
+        return { body: got.body, etag: got.info.etag };
+      },
+    },
+    {
+      params,
       accept: headers.accept,
       ifNoneMatch: headers['if-none-match'],
       ifModifiedSince: headers['if-modified-since'],
@@ -55,10 +59,16 @@ export async function sendImage(
   reply.headers({
     etag: outcome.etag,
     'last-modified': info.lastModified.toUTCString(),
-    'cache-control': opts.cacheControl,
+    'cache-control': file.public
+      ? `public, max-age=${deps.config.STORAGE_PUBLIC_MAX_AGE}`
+      : 'private, no-cache',
     'x-content-type-options': 'nosniff',
   });
-  if (outcome.vary) reply.header('vary', 'Accept');
+  if (outcome.vary) {
+    // Added to what is there (CORS already varies on Origin).
+    const vary = reply.getHeader('vary');
+    reply.header('vary', vary ? `${String(vary)}, Accept` : 'Accept');
+  }
   // The output is always a raster image, which the browser shows without running anything.
   reply.removeHeader('x-frame-options');
   reply.removeHeader('content-security-policy');
@@ -69,6 +79,6 @@ export async function sendImage(
     .code(200)
     .type(outcome.contentType)
     .header('content-length', outcome.data.length)
-    .header('content-disposition', opts.disposition(`${base}.${EXTENSIONS[outcome.format]}`));
+    .header('content-disposition', contentDisposition('inline', `${base}.${EXTENSIONS[outcome.format]}`));
   return reply.send(request.method === 'HEAD' ? undefined : outcome.data);
 }
