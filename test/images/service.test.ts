@@ -137,6 +137,37 @@ describe('image service', () => {
     assert.equal(again.status === 200 && again.fromCache, false);
   });
 
+  it('answers 503 when the store fails while the source is read', async () => {
+    const failing: ImageSource = {
+      key: 'pics/flaky.png',
+      etag: '"flaky"',
+      size: png.length,
+      async open() {
+        const body = new Readable({
+          read() {
+            this.push(png.subarray(0, 100));
+            this.destroy(new Error('socket hang up'));
+          },
+        });
+        return { body, etag: '"flaky"' };
+      },
+    };
+    await assert.rejects(
+      service.transform(failing, { params: parseImageParams({ w: '5' }) }),
+      (err: unknown) =>
+        err instanceof AppError && err.statusCode === 503 && err.code === 'STORAGE_UNAVAILABLE',
+    );
+  });
+
+  it('refuses a file that turns out longer than IMAGE_MAX_SOURCE_SIZE while it is read', async () => {
+    const small = new ImageService(configFrom({ DATA_DIR: dir, IMAGE_MAX_SOURCE_SIZE: 100 }));
+    const lying: ImageSource = { ...source('pics/lying.png', '"l"', png), size: 50 };
+    await assert.rejects(
+      small.transform(lying, { params: parseImageParams({ w: '5' }) }),
+      (err: unknown) => err instanceof AppError && err.statusCode === 422 && err.code === 'IMAGE_TOO_LARGE',
+    );
+  });
+
   it('refuses a source over IMAGE_MAX_SOURCE_SIZE with 422 without opening it', async () => {
     const small = new ImageService(configFrom({ DATA_DIR: dir, IMAGE_MAX_SOURCE_SIZE: 100 }));
     const counter = { opens: 0 };

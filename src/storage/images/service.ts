@@ -69,18 +69,22 @@ function notModified(req: TransformRequest, etag: string, lastModified: Date | u
   return !Number.isNaN(since) && Math.floor(lastModified.getTime() / 1000) <= Math.floor(since / 1000);
 }
 
+/** The whole body, refused past `limit`; a store that fails mid-stream is a 503, not a 500. */
 async function readAll(source: Readable | Buffer, limit: number): Promise<Buffer> {
   if (Buffer.isBuffer(source)) return source;
   const chunks: Buffer[] = [];
   let length = 0;
-  for await (const chunk of source) {
-    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
-    length += b.length;
-    if (length > limit) {
-      source.destroy();
-      throw new AppError('IMAGE_TOO_LARGE');
+  try {
+    for await (const chunk of source) {
+      const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+      length += b.length;
+      if (length > limit) throw new AppError('IMAGE_TOO_LARGE');
+      chunks.push(b);
     }
-    chunks.push(b);
+  } catch (err) {
+    source.destroy();
+    if (err instanceof AppError) throw err;
+    throw new AppError('STORAGE_UNAVAILABLE', undefined, { cause: err });
   }
   return Buffer.concat(chunks);
 }
