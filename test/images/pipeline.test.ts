@@ -198,6 +198,18 @@ describe('image pipeline', () => {
       assert.ok(large < small, `b=50: ${large} vs b=2: ${small}`);
     });
 
+    it('combines a large blur with rounded corners at the exact requested size', async () => {
+      const out = await render(
+        await photo(300, 200),
+        { blur: 80, radius: 'full', width: 90, height: 60 },
+        'webp',
+      );
+      const img = await pixels(out.data);
+      assert.deepEqual([img.width, img.height], [90, 60]);
+      assert.equal(pixelAt(img, 0, 0)[3], 0);
+      assert.equal(pixelAt(img, 45, 30)[3], 255);
+    });
+
     it('blurs with the largest sigma quickly and keeps the requested size', async () => {
       const started = Date.now();
       const out = await render(await photo(1200, 800, 'jpeg'), { blur: 1000, width: 600 }, 'png');
