@@ -278,6 +278,14 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
         assert.equal(res.headers['x-content-type-options'], 'nosniff');
       });
 
+      it('ignores a Range header and sends the whole variant', async () => {
+        const res = await get('/storage/o/public/img/photo.png?w=20', { range: 'bytes=0-9' });
+        assert.equal(res.statusCode, 200);
+        assert.equal(res.headers['accept-ranges'], 'none');
+        assert.equal(Number(res.headers['content-length']), res.rawPayload.length);
+        assert.ok(res.rawPayload.length > 10);
+      });
+
       it('answers HEAD with the variant headers and no body', async () => {
         const res = await t.app.inject({
           method: 'HEAD',

@@ -63,6 +63,8 @@ export async function sendImage(
       ? `public, max-age=${deps.config.STORAGE_PUBLIC_MAX_AGE}`
       : 'private, no-cache',
     'x-content-type-options': 'nosniff',
+    // A variant is rendered whole; a Range header is ignored (RFC 9110 allows that) and said so here.
+    'accept-ranges': 'none',
   });
   if (outcome.vary) {
     // Added to what is there (CORS already varies on Origin).
