@@ -121,6 +121,17 @@ describe('image pipeline', () => {
       assert.deepEqual([m.format, m.width, m.height], ['png', 30, 10]);
     });
 
+    it('rasterises an enlarged SVG at the target size (sharp scales vector input), keeping its edges sharp', async () => {
+      const svg = Buffer.from(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="5" height="10" fill="#000"/><rect x="5" width="5" height="10" fill="#fff"/></svg>',
+      );
+      const img = await pixels((await render(svg, { width: 400 }, 'png')).data);
+      assert.deepEqual([img.width, img.height], [400, 400]);
+      // Upscaling a 10-pixel raster would smear the edge over ~40 pixels; a vector render keeps it within 2.
+      assert.ok((pixelAt(img, 196, 200)[0] as number) < 10, `left of the edge: ${pixelAt(img, 196, 200)}`);
+      assert.ok((pixelAt(img, 203, 200)[0] as number) > 245, `right of the edge: ${pixelAt(img, 203, 200)}`);
+    });
+
     it('gives fewer bytes for a lower q', async () => {
       for (const f of ['jpeg', 'webp', 'avif'] as const) {
         const low = await render(png300x200, { quality: 10 }, f);
