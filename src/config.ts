@@ -588,13 +588,38 @@ const SETTINGS = {
   IMAGE_MAX_PIXELS: int(
     IMAGES,
     50_000_000,
-    'Largest source image (width × height) that is transformed (422 beyond).',
+    'Largest image (width × height), source or result, that is transformed (422 beyond).',
     { min: 1 },
   ),
   IMAGE_CONCURRENCY: int(IMAGES, 2, 'Image transforms run at once; more wait in a queue.', {
     min: 1,
     max: 64,
   }),
+  IMAGE_QUEUE_LIMIT: int(
+    IMAGES,
+    100,
+    'Image transforms allowed to wait for a turn; beyond that a transform gets 503 with `Retry-After`.',
+    { min: 0 },
+  ),
+  IMAGE_TIMEOUT: int(IMAGES, 30, 'Longest time one transform may take, in seconds (422 beyond).', {
+    min: 1,
+    max: 3600,
+  }),
+  IMAGE_MAX_SOURCE_SIZE: bytes(
+    IMAGES,
+    100 * 1024 ** 2,
+    'Largest source file (bytes) that is transformed (422 beyond); the file is read into memory.',
+  ),
+  IMAGE_CACHE_DIR: str(
+    IMAGES,
+    (c) => path.join(String(c.DATA_DIR), 'image-cache'),
+    'Folder of the local cache of transformed images (per instance; never listed or zipped).',
+  ),
+  IMAGE_CACHE_MAX_SIZE: bytes(
+    IMAGES,
+    512 * 1024 ** 2,
+    'Size of the local cache of transformed images; least recently used variants are evicted. 0 turns the cache off.',
+  ),
 
   // --- OAuth (compatibility) ---
   PROVIDER_SUCCESS_REDIRECT: str(OAUTH, '', 'OAuth success redirect (falls back to `REDIRECT_URL_SUCCESS`).'),

@@ -11,6 +11,7 @@ import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { ImageService } from './storage/images/service.ts';
 import { loadRules, type StorageRules } from './storage/rules/rules.ts';
 
 export interface Clock {
@@ -32,6 +33,8 @@ export interface AppContext {
 export interface StorageContext {
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
+  /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
+  readonly images: ImageService;
 }
 
 export interface ContextOptions {
@@ -80,7 +83,7 @@ async function openStorage(config: Config, log: FastifyBaseLogger): Promise<Stor
     // Start anyway: /health/ready reports the store and storage requests answer 503 until it is back.
     log.error({ err }, 'the object store is unreachable; storage answers 503 until it is back');
   }
-  return { objects, rules };
+  return { objects, rules, images: new ImageService(config, log) };
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {

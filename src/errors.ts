@@ -68,6 +68,11 @@ export const ERRORS = {
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
   IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },
+  IMAGE_TIMEOUT: { status: 422, message: 'The image transformation took too long.' },
+  IMAGE_QUEUE_FULL: {
+    status: 503,
+    message: 'Too many image transformations are waiting; try again shortly.',
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -19,7 +19,9 @@ const schema = {
 export async function deleteFileRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const deps = depsOf(opts.ctx);
   app.delete('/o/*', { schema }, async (request, reply) => {
-    await deleteFile(deps, keyOf(request), await callerOf(request));
+    const key = keyOf(request);
+    await deleteFile(deps, key, await callerOf(request));
+    await opts.ctx.storage?.images.forget(key.key);
     return reply.code(204).send();
   });
 }

@@ -4,6 +4,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { imageQueryProperties } from '../images/params.ts';
+import { imageParamsOf, sendImage } from '../images/send.ts';
 import { listFolder, resolveFile } from '../service.ts';
 import { callerOf, depsOf, errors, KeyParams, keyOf, security } from './common.ts';
 import { sendFile } from './send-file.ts';
@@ -14,19 +16,22 @@ const binary = { description: 'The file bytes (or a zip of the folder)', type: '
 const schema = {
   summary: 'Download a file, or a folder as a zip (path ending in "/")',
   description:
-    'ETag/Last-Modified with If-None-Match/If-Modified-Since (304), a single Range (206, 416 when unsatisfiable). Rules: `get`/`read` for a file; `list`/`read` for a folder and each file in it (and `get`/`read` for each zipped file). Query parameters other than `token` are ignored (cache-busters).',
+    'ETag/Last-Modified with If-None-Match/If-Modified-Since (304), a single Range (206, 416 when unsatisfiable). Rules: `get`/`read` for a file; `list`/`read` for a folder and each file in it (and `get`/`read` for each zipped file). Any of w, h, q, f, r, b returns a transformed image (after the same rules; see the README). Query parameters other than these and `token` are ignored (cache-busters).',
   tags: ['storage'],
   security,
   params: KeyParams,
   querystring: Type.Object(
-    { token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })) },
+    {
+      token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })),
+      ...imageQueryProperties,
+    },
     { additionalProperties: true },
   ),
   response: {
     200: binary,
     206: binary,
     304: { type: 'null', description: 'Not modified' },
-    ...errors(400, 401, 403, 404, 416, 503),
+    ...errors(400, 401, 403, 404, 415, 416, 422, 503),
   },
 };
 
@@ -39,8 +44,11 @@ export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext
       const files = listFolder(deps, key, caller, { forZip: true })[Symbol.asyncIterator]();
       return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });
     }
+    const image = imageParamsOf(request.query);
     const file = await resolveFile(deps, key, caller);
     // Access is settled here: a transformation of the bytes (images) plugs in between this and sending.
+    if (image && opts.ctx.storage)
+      return sendImage(opts.ctx.storage.images, deps, request, reply, file, image);
     return sendFile(deps, request, reply, file);
   };
   app.get('/o/*', { schema, exposeHeadRoute: false }, handler);

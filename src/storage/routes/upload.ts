@@ -102,6 +102,7 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
     const caller = await callerOf(request);
     const file = request.isMultipart() ? await multipartFile(request) : rawFile(request);
     const info = await uploadFile(deps, key, caller, file);
+    await opts.ctx.storage?.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });
 }

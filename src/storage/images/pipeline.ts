@@ -1,0 +1,238 @@
+/**
+ * The sharp pipeline: one source image in, one transformed image out. The header is read first so an
+ * oversized image or a decompression bomb is refused (422) before any pixel is decoded; every sharp
+ * failure becomes a 415 or 422, never a 500.
+ */
+import sharp, { type Metadata, type Sharp } from 'sharp';
+import { AppError } from '../../errors.ts';
+import type { FormatChoice, ImageParams } from './params.ts';
+
+export type OutputFormat = 'jpeg' | 'png' | 'webp' | 'avif' | 'gif';
+
+export const CONTENT_TYPES: Record<OutputFormat, string> = {
+  jpeg: 'image/jpeg',
+  png: 'image/png',
+  webp: 'image/webp',
+  avif: 'image/avif',
+  gif: 'image/gif',
+};
+
+export const DEFAULT_QUALITY = 80;
+
+export interface RenderLimits {
+  /** Largest width × height of the source and of the result. */
+  maxPixels: number;
+  timeoutSeconds: number;
+}
+
+export interface RenderResult {
+  data: Buffer;
+  format: OutputFormat;
+  width: number;
+  height: number;
+}
+
+/**
+ * Input formats sharp may decode, by libvips loader. Everything else (libvips' own `.v` format, PPM,
+ * FITS, Matrix, CSV…) is blocked: those loaders are not meant for untrusted input.
+ */
+const ALLOWED_LOADERS = [
+  'VipsForeignLoadJpegBuffer',
+  'VipsForeignLoadPngBuffer',
+  'VipsForeignLoadWebpBuffer',
+  'VipsForeignLoadNsgifBuffer',
+  'VipsForeignLoadHeifBuffer',
+  'VipsForeignLoadTiffBuffer',
+  'VipsForeignLoadSvgBuffer',
+];
+
+let configured = false;
+
+/**
+ * Process-wide sharp settings, applied once: only the loaders above, and no libvips operation cache
+ * (each source arrives as a fresh buffer, so the cache would only hold up to 50 MB of decoded images
+ * that are never asked for again; finished variants are cached by VariantCache instead).
+ */
+export function configureSharp(): void {
+  if (configured) return;
+  sharp.block({ operation: ['VipsForeignLoad'] });
+  sharp.unblock({ operation: ALLOWED_LOADERS });
+  sharp.cache(false);
+  configured = true;
+}
+
+/** The format written when the client did not choose one: the source's, where browsers show it. */
+function sourceOutput(format: string | undefined): OutputFormat {
+  switch (format) {
+    case 'jpeg':
+    case 'png':
+    case 'webp':
+    case 'gif':
+      return format;
+    case 'heif':
+      // Only AV1-coded HEIF (AVIF) gets this far; HEVC (HEIC) is refused as unsupported.
+      return 'avif';
+    default:
+      // TIFF and SVG: PNG keeps every pixel and is shown everywhere.
+      return 'png';
+  }
+}
+
+const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff', 'svg']);
+
+/** Maps a sharp/libvips failure to the client-facing error. */
+export function imageError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  if (/unsupported image format/i.test(message))
+    return new AppError('NOT_AN_IMAGE', undefined, { cause: err });
+  if (/pixel limit|too large/i.test(message))
+    return new AppError('IMAGE_TOO_LARGE', undefined, { cause: err });
+  if (/^timeout/i.test(message)) return new AppError('IMAGE_TIMEOUT', undefined, { cause: err });
+  return new AppError('IMAGE_CORRUPT', undefined, { cause: err });
+}
+
+function tooLarge(what: string, width: number, height: number, limits: RenderLimits): AppError {
+  return new AppError(
+    'IMAGE_TOO_LARGE',
+    `The ${what} is ${width}×${height} pixels; images of more than ${limits.maxPixels} pixels are not transformed.`,
+  );
+}
+
+/** Size of the output: both given → exactly that (cover crop); one given → the other keeps the ratio. */
+export function targetSize(
+  src: { width: number; height: number },
+  params: Pick<ImageParams, 'width' | 'height'>,
+): { width: number; height: number } {
+  const { width: w, height: h } = params;
+  if (w && h) return { width: w, height: h };
+  if (w) return { width: w, height: Math.max(1, Math.round((src.height * w) / src.width)) };
+  if (h) return { width: Math.max(1, Math.round((src.width * h) / src.height)), height: h };
+  return { width: src.width, height: src.height };
+}
+
+/**
+ * Above this sigma the blur runs on a copy shrunk by sigma / DIRECT_BLUR_SIGMA and is enlarged back:
+ * libvips' cost grows with sigma (σ=1000 on a 3 MP image takes minutes), while a Gaussian that wide
+ * has removed every detail the shrink would lose, so the result looks the same.
+ */
+const DIRECT_BLUR_SIGMA = 10;
+
+/**
+ * Cuts the corners: transparent where the format has alpha (a `dest-in` mask), white in JPEG (white
+ * corner pieces drawn over, because sharp flattens before it composites).
+ */
+function roundCorners(
+  img: Sharp,
+  size: { width: number; height: number },
+  r: number | 'full',
+  format: OutputFormat,
+): Sharp {
+  const { width: w, height: h } = size;
+  const half = Math.min(w, h) / 2;
+  const radius = r === 'full' ? half : Math.min(r, half);
+  const rect = `<rect x="0" y="0" width="${w}" height="${h}" rx="${radius}" ry="${radius}"/>`;
+  const open = `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}">`;
+  if (format === 'jpeg') {
+    // The frame minus the rounded rectangle (even-odd), painted white.
+    const frame = `M0 0H${w}V${h}H0Z`;
+    const inner =
+      `M${radius} 0H${w - radius}A${radius} ${radius} 0 0 1 ${w} ${radius}V${h - radius}` +
+      `A${radius} ${radius} 0 0 1 ${w - radius} ${h}H${radius}A${radius} ${radius} 0 0 1 0 ${h - radius}` +
+      `V${radius}A${radius} ${radius} 0 0 1 ${radius} 0Z`;
+    const svg = `${open}<path fill="#fff" fill-rule="evenodd" d="${frame}${inner}"/></svg>`;
+    return img.composite([{ input: Buffer.from(svg) }]);
+  }
+  return img.ensureAlpha().composite([{ input: Buffer.from(`${open}${rect}</svg>`), blend: 'dest-in' }]);
+}
+
+/** Renders `params` on `input`. Throws AppError (415, 422) for anything sharp cannot or may not do. */
+export async function renderImage(
+  input: Buffer,
+  params: ImageParams,
+  choice: FormatChoice,
+  limits: RenderLimits,
+): Promise<RenderResult> {
+  configureSharp();
+  if (input.length === 0) throw new AppError('NOT_AN_IMAGE');
+  // The header alone: decoding nothing yet is what makes a 20000×20000 bomb cheap to refuse.
+  let meta: Metadata;
+  try {
+    meta = await sharp(input, { limitInputPixels: false }).metadata();
+  } catch (err) {
+    throw imageError(err);
+  }
+  if (!meta.format || !INPUT_FORMATS.has(meta.format) || !meta.width || !meta.height)
+    throw new AppError('NOT_AN_IMAGE');
+  if (meta.format === 'heif' && meta.compression !== 'av1') throw new AppError('NOT_AN_IMAGE');
+  // EXIF orientation first: every size below is measured on the upright image.
+  const upright = meta.autoOrient ?? { width: meta.width, height: meta.height };
+  if (upright.width * upright.height > limits.maxPixels)
+    throw tooLarge('image', upright.width, upright.height, limits);
+
+  const size = targetSize(upright, params);
+  if (size.width * size.height > limits.maxPixels) throw tooLarge('result', size.width, size.height, limits);
+  const format = choice === 'source' ? sourceOutput(meta.format) : choice;
+
+  try {
+    const open = () =>
+      sharp(input, {
+        limitInputPixels: limits.maxPixels,
+        failOn: 'truncated',
+        sequentialRead: true,
+        autoOrient: true,
+      }).timeout({ seconds: limits.timeoutSeconds });
+    const resize = size.width !== upright.width || size.height !== upright.height;
+    let img: Sharp;
+    const sigma = params.blur;
+    if (sigma !== undefined && sigma > DIRECT_BLUR_SIGMA) {
+      const shrink = sigma / DIRECT_BLUR_SIGMA;
+      const small = await open()
+        .resize(Math.max(1, Math.round(size.width / shrink)), Math.max(1, Math.round(size.height / shrink)), {
+          fit: 'cover',
+        })
+        .blur(DIRECT_BLUR_SIGMA)
+        .raw()
+        .toBuffer({ resolveWithObject: true });
+      img = sharp(small.data, {
+        raw: { width: small.info.width, height: small.info.height, channels: small.info.channels },
+      })
+        .resize(size.width, size.height, { fit: 'fill' })
+        .timeout({ seconds: limits.timeoutSeconds });
+    } else {
+      img = open();
+      if (resize) img = img.resize(size.width, size.height, { fit: 'cover', position: 'centre' });
+      if (sigma !== undefined) img = img.blur(sigma);
+    }
+
+    // JPEG has no alpha: transparent pixels become white, not libvips' default black.
+    if (format === 'jpeg' && meta.hasAlpha) img = img.flatten({ background: '#ffffff' });
+    if (params.radius !== undefined) img = roundCorners(img, size, params.radius, format);
+
+    const quality = params.quality ?? DEFAULT_QUALITY;
+    switch (format) {
+      case 'jpeg':
+        img = img.jpeg({ quality });
+        break;
+      case 'webp':
+        img = img.webp({ quality });
+        break;
+      case 'avif':
+        // Effort 2 of 9: the default (4) took ~10× longer on a 1 MP photo for no smaller output.
+        img = img.avif({ quality, effort: 2 });
+        break;
+      case 'png':
+        // PNG is lossless unless a quality is asked for; then it is palette-quantised (as HBP did).
+        img = params.quality === undefined ? img.png() : img.png({ palette: true, quality });
+        break;
+      case 'gif':
+        img = img.gif();
+        break;
+    }
+    // sharp strips EXIF, GPS, XMP and ICC metadata from output unless asked to keep it.
+    const { data, info } = await img.toBuffer({ resolveWithObject: true });
+    return { data, format, width: info.width, height: info.height };
+  } catch (err) {
+    throw imageError(err);
+  }
+}

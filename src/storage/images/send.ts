@@ -1,0 +1,86 @@
+/**
+ * The HTTP side of a transform on `GET /storage/o/<file>`: the route settles access exactly as for the
+ * plain download, then hands the source here instead of sending its bytes.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors.ts';
+import { contentDisposition } from '../http-file.ts';
+import { type ReadableFile, type StorageDeps, store } from '../service.ts';
+import { type ImageParams, isTransformRequest, parseImageParams } from './params.ts';
+import type { ImageService } from './service.ts';
+
+/** The transform a request asks for, or undefined for a plain download. Throws 400 on a bad value. */
+export function imageParamsOf(query: unknown): ImageParams | undefined {
+  const q = (query ?? {}) as Record<string, unknown>;
+  return isTransformRequest(q) ? parseImageParams(q) : undefined;
+}
+
+const EXTENSIONS: Record<string, string> = {
+  jpeg: 'jpg',
+  png: 'png',
+  webp: 'webp',
+  avif: 'avif',
+  gif: 'gif',
+};
+
+/**
+ * Sends the variant (200), or 304 when the client's validator still matches. Caching headers follow
+ * the plain download of the same file (public or private by the rules).
+ */
+export async function sendImage(
+  images: ImageService,
+  deps: StorageDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  file: ReadableFile,
+  params: ImageParams,
+): Promise<FastifyReply> {
+  const { info } = file;
+  const headers = request.headers;
+  const outcome = await images.transform(
+    {
+      key: info.key,
+      etag: info.etag,
+      size: info.size,
+      lastModified: info.lastModified,
+      async open() {
+        const got = await store(() => deps.objects.get(info.key));
+        if (!got) throw new AppError('NOT_FOUND');
+        return { body: got.body, etag: got.info.etag };
+      },
+    },
+    {
+      params,
+      accept: headers.accept,
+      ifNoneMatch: headers['if-none-match'],
+      ifModifiedSince: headers['if-modified-since'],
+    },
+  );
+  reply.headers({
+    etag: outcome.etag,
+    'last-modified': info.lastModified.toUTCString(),
+    'cache-control': file.public
+      ? `public, max-age=${deps.config.STORAGE_PUBLIC_MAX_AGE}`
+      : 'private, no-cache',
+    'x-content-type-options': 'nosniff',
+    // A variant is rendered whole; a Range header is ignored (RFC 9110 allows that) and said so here.
+    'accept-ranges': 'none',
+  });
+  if (outcome.vary) {
+    // Added to what is there (CORS already varies on Origin).
+    const vary = reply.getHeader('vary');
+    reply.header('vary', vary ? `${String(vary)}, Accept` : 'Accept');
+  }
+  // The output is always a raster image, which the browser shows without running anything.
+  reply.removeHeader('x-frame-options');
+  reply.removeHeader('content-security-policy');
+  if (outcome.status === 304) return reply.code(304).send();
+  const name = info.key.slice(info.key.lastIndexOf('/') + 1);
+  const base = name.includes('.') ? name.slice(0, name.lastIndexOf('.')) : name;
+  reply
+    .code(200)
+    .type(outcome.contentType)
+    .header('content-length', outcome.data.length)
+    .header('content-disposition', contentDisposition('inline', `${base}.${EXTENSIONS[outcome.format]}`));
+  return reply.send(request.method === 'HEAD' ? undefined : outcome.data);
+}
