@@ -7,7 +7,7 @@ const server = new S3rver({
   port: Number(port),
   directory: dir,
   silent: true,
-  configureBuckets: [{ name: bucket, configs: [] }],
+  configureBuckets: [{ name: bucket }],
 });
 await server.run();
 process.stdout.write('ready\n');
