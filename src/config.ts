@@ -467,6 +467,12 @@ const SETTINGS = {
     '`From` address (default: `SMTP_USER`).',
   ),
   SMTP_AUTH_METHOD: str(MAIL, 'PLAIN', 'SMTP authentication method.'),
+  SMTP_TIMEOUT_MS: int(
+    MAIL,
+    10000,
+    'Connection, greeting and socket timeout towards the SMTP server, in milliseconds (a request that sends an email waits for it).',
+    { min: 100 },
+  ),
   EMAIL_TEMPLATES_DIR: str(
     MAIL,
     (c) => path.join(String(c.CUSTOM_DIR), 'emails'),

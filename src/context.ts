@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
+import { createMailer, type Mailer } from './mail/mailer.ts';
 
 export interface Clock {
   now(): Date;
@@ -22,6 +23,7 @@ export interface AppContext {
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  readonly mailer: Mailer;
 }
 
 export interface ContextOptions {
@@ -43,7 +45,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     const keys = await loadJwtKeys(config);
     opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
-    return { config, db, clock: opts.clock ?? systemClock, keys, cookieSecret: cookieSecret(config) };
+    const mailer = createMailer(config, { log: opts.log });
+    return { config, db, clock: opts.clock ?? systemClock, keys, cookieSecret: cookieSecret(config), mailer };
   } catch (err) {
     if (!opts.db) await db.close().catch(() => {});
     throw err;
@@ -51,5 +54,6 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
+  ctx.mailer.close();
   await ctx.db.close();
 }
