@@ -54,6 +54,6 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
-  ctx.mailer.close();
+  await ctx.mailer.close();
   await ctx.db.close();
 }

@@ -28,7 +28,15 @@ export interface Mailer {
   readonly mode: 'smtp' | 'outbox' | 'disabled';
   /** Renders and delivers one message; resolves once the server (or the outbox) has accepted it. */
   send(email: OutgoingEmail): Promise<void>;
-  close(): void;
+  /**
+   * Runs `task` after the response, for flows that must answer the same whether or not an account
+   * exists (lost password, resend, magic-link login): waiting for SMTP would tell, by status or by time.
+   * A failure is logged; the task itself undoes its writes (see flows).
+   */
+  later(label: string, task: () => Promise<void>): void;
+  /** Resolves when every task started by `later` has finished (tests, shutdown). */
+  idle(): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface MailerOptions {
@@ -55,7 +63,8 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
       async send() {
         throw new AppError('EMAILS_DISABLED');
       },
-      close() {},
+      ...background(log),
+      async close() {},
     };
   }
   if (!config.SMTP_HOST) {
@@ -102,8 +111,10 @@ function transportMailer(
   transport: Transporter,
   after: (email: OutgoingEmail, info: unknown, rendered: { subject: string }) => Promise<void>,
 ): Mailer {
+  const tasks = background(log);
   return {
     mode,
+    ...tasks,
     async send(email) {
       const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
       let info: unknown;
@@ -123,8 +134,29 @@ function transportMailer(
         throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });
       }
     },
-    close() {
+    async close() {
+      await tasks.idle();
       transport.close();
+    },
+  };
+}
+
+function background(log: FastifyBaseLogger): Pick<Mailer, 'later' | 'idle'> {
+  const running = new Set<Promise<void>>();
+  return {
+    later(label, task) {
+      const p = (async () => {
+        try {
+          await task();
+        } catch (err) {
+          log.error({ err, task: label }, `background email task "${label}" failed`);
+        }
+      })();
+      running.add(p);
+      void p.finally(() => running.delete(p));
+    },
+    async idle() {
+      while (running.size > 0) await Promise.all([...running]);
     },
   };
 }

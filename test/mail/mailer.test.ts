@@ -67,7 +67,7 @@ describe('mailer over SMTP', () => {
       assert.equal(m.headers.get('x-ticket'), 'abc');
       assert.match(m.raw.from?.text ?? '', /no-reply@example\.com/);
     }
-    mailer.close();
+    await mailer.close();
   });
 
   it('escapes locals in the built-in HTML', async () => {
@@ -86,7 +86,7 @@ describe('mailer over SMTP', () => {
       );
     } finally {
       smtp.refuse = false;
-      mailer.close();
+      await mailer.close();
     }
   });
 
@@ -100,12 +100,12 @@ describe('mailer over SMTP', () => {
       );
     } finally {
       await smtp.start();
-      mailer.close();
+      await mailer.close();
     }
     const again = createMailer(config(), { log: silent });
     await again.send({ to: 'back@example.com', template: 'lost-password', locals });
     assert.equal(smtp.to('back@example.com').length, 1);
-    again.close();
+    await again.close();
   });
 });
 
@@ -135,7 +135,7 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
       const line = lines.find((l) => l.link === locals.link);
       assert.ok(line, 'a log line carries the link');
       assert.match(String(line.msg), /auth\/activate\?ticket=t-123/);
-      mailer.close();
+      await mailer.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
