@@ -1,0 +1,221 @@
+/**
+ * Accounts (auth.accounts), their roles (auth.account_roles) and the public.users row behind each.
+ * SQL lives here only; a duplicate email becomes the domain error ACCOUNT_EXISTS.
+ */
+
+import { type Queryable, UniqueViolation } from '../db/database.ts';
+import { AppError } from '../errors.ts';
+
+export interface AccountRow {
+  id: string;
+  user_id: string;
+  email: string | null;
+  active: boolean;
+  password_hash: string | null;
+  default_role: string;
+  is_anonymous: boolean;
+  mfa_enabled: boolean;
+}
+
+/** An account with what a session needs: roles and the public.users row (all columns, as JSON). */
+export interface AccountProfile {
+  account: AccountRow;
+  roles: string[];
+  user: Record<string, unknown> & { id: string; display_name: string | null; avatar_url: string | null };
+}
+
+const ACCOUNT_COLUMNS =
+  'a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role, a.is_anonymous, a.mfa_enabled';
+
+export async function findAccountByEmail(db: Queryable, email: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(
+    'FindAccountByEmail',
+    `SELECT ${ACCOUNT_COLUMNS} FROM auth.accounts a WHERE a.email = $1::citext`,
+    [email],
+  );
+  return rows[0];
+}
+
+export async function findAccountById(db: Queryable, id: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(
+    'FindAccountById',
+    `SELECT ${ACCOUNT_COLUMNS} FROM auth.accounts a WHERE a.id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+/** The account of a `public.users` id (the `x-hasura-user-id` claim). */
+export async function findAccountByUserId(db: Queryable, userId: string): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(
+    'FindAccountByUserId',
+    `SELECT ${ACCOUNT_COLUMNS} FROM auth.accounts a WHERE a.user_id = $1`,
+    [userId],
+  );
+  return rows[0];
+}
+
+export async function loadProfile(db: Queryable, accountId: string): Promise<AccountProfile | undefined> {
+  const { rows } = await db.query<
+    AccountRow & { user: AccountProfile['user'] | string; roles: string[] | null }
+  >(
+    'LoadAccountProfile',
+    `SELECT ${ACCOUNT_COLUMNS}, to_jsonb(u.*) AS user,
+            (SELECT array_agg(r.role ORDER BY r.created_at, r.role) FROM auth.account_roles r WHERE r.account_id = a.id) AS roles
+       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id
+      WHERE a.id = $1`,
+    [accountId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const { user, roles, ...account } = row;
+  return {
+    account,
+    roles: roles ?? [],
+    user: typeof user === 'string' ? JSON.parse(user) : user,
+  };
+}
+
+export interface NewAccount {
+  email: string | null;
+  passwordHash: string | null;
+  active: boolean;
+  isAnonymous: boolean;
+  defaultRole: string;
+  roles: readonly string[];
+  /** public.users columns to set (display_name and registration custom fields); names are checked by config. */
+  userData: Record<string, unknown>;
+}
+
+/**
+ * Creates the public.users row, the account and its roles. Call inside a transaction so a failure on any
+ * step leaves nothing behind. Throws ACCOUNT_EXISTS on a duplicate email (including a concurrent one).
+ */
+export async function insertAccount(
+  tx: Queryable,
+  input: NewAccount,
+): Promise<{ accountId: string; userId: string }> {
+  const columns = Object.keys(input.userData);
+  for (const c of columns) {
+    // Column names come from the schema (REGISTRATION_CUSTOM_FIELDS, validated as plain identifiers).
+    if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`not a plain column name: ${c}`);
+  }
+  const list = columns.map((c) => `"${c}"`).join(', ');
+  const { rows: users } = await tx.query<{ id: string }>(
+    'InsertUser',
+    columns.length === 0
+      ? 'INSERT INTO public.users DEFAULT VALUES RETURNING id'
+      : // jsonb_populate_record casts each JSON value to its column's type; unlisted columns keep their defaults.
+        `INSERT INTO public.users (${list})
+         SELECT ${list} FROM jsonb_populate_record(NULL::public.users, $1::jsonb)
+         RETURNING id`,
+    columns.length === 0 ? [] : [JSON.stringify(input.userData)],
+  );
+  const userId = (users[0] as { id: string }).id;
+  let accountId: string;
+  try {
+    const { rows } = await tx.query<{ id: string }>(
+      'InsertAccount',
+      `INSERT INTO auth.accounts (user_id, email, password_hash, active, is_anonymous, default_role)
+       VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+      [userId, input.email, input.passwordHash, input.active, input.isAnonymous, input.defaultRole],
+    );
+    accountId = (rows[0] as { id: string }).id;
+  } catch (err) {
+    if (err instanceof UniqueViolation && err.constraint.includes('email')) {
+      throw new AppError('ACCOUNT_EXISTS', undefined, { cause: err });
+    }
+    throw err;
+  }
+  for (const role of input.roles) {
+    await tx.query(
+      'InsertAccountRole',
+      'INSERT INTO auth.account_roles (account_id, role) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+      [accountId, role],
+    );
+  }
+  return { accountId, userId };
+}
+
+/** Roles among `roles` that auth.roles does not know (the foreign key would refuse them). */
+export async function unknownRoles(db: Queryable, roles: readonly string[]): Promise<string[]> {
+  if (roles.length === 0) return [];
+  const { rows } = await db.query<{ role: string }>(
+    'KnownRoles',
+    'SELECT role FROM auth.roles WHERE role = ANY($1::text[])',
+    [roles],
+  );
+  const known = new Set(rows.map((r) => r.role));
+  return roles.filter((r) => !known.has(r));
+}
+
+export async function setPasswordHash(db: Queryable, accountId: string, hash: string): Promise<void> {
+  await db.query('SetPasswordHash', 'UPDATE auth.accounts SET password_hash = $2 WHERE id = $1', [
+    accountId,
+    hash,
+  ]);
+}
+
+/** Replaces the hash only if it is still `oldHash` (a concurrent password change wins over a rehash). */
+export async function upgradePasswordHash(
+  db: Queryable,
+  accountId: string,
+  oldHash: string,
+  newHash: string,
+): Promise<void> {
+  await db.query(
+    'UpgradePasswordHash',
+    'UPDATE auth.accounts SET password_hash = $3 WHERE id = $1 AND password_hash = $2',
+    [accountId, oldHash, newHash],
+  );
+}
+
+/** Activates an inactive account; false when it was already active or is gone. */
+export async function activateAccount(db: Queryable, accountId: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'ActivateAccount',
+    'UPDATE auth.accounts SET active = true WHERE id = $1 AND active = false',
+    [accountId],
+  );
+  return rowCount > 0;
+}
+
+/** True when another account uses `email` as its address or as a pending new address. */
+export async function emailTaken(db: Queryable, email: string, exceptAccountId?: string): Promise<boolean> {
+  const { rows } = await db.query(
+    'EmailTaken',
+    `SELECT 1 FROM auth.accounts
+      WHERE (email = $1::citext OR new_email = $1::citext) AND ($2::uuid IS NULL OR id <> $2::uuid)
+      LIMIT 1`,
+    [email, exceptAccountId ?? null],
+  );
+  return rows.length > 0;
+}
+
+/** Sets the account's email; throws EMAIL_NOT_ALLOWED when another account took it meanwhile. */
+export async function setEmail(db: Queryable, accountId: string, email: string): Promise<void> {
+  try {
+    await db.query('SetEmail', 'UPDATE auth.accounts SET email = $2, new_email = NULL WHERE id = $1', [
+      accountId,
+      email,
+    ]);
+  } catch (err) {
+    if (err instanceof UniqueViolation) throw new AppError('EMAIL_NOT_ALLOWED', undefined, { cause: err });
+    throw err;
+  }
+}
+
+/** Deletes the public.users row; the account, its roles, sessions and tickets go with it (cascade). */
+export async function deleteUser(db: Queryable, userId: string): Promise<boolean> {
+  const { rowCount } = await db.query('DeleteUser', 'DELETE FROM public.users WHERE id = $1', [userId]);
+  return rowCount > 0;
+}
+
+/** Columns of public.users (to check REGISTRATION_CUSTOM_FIELDS and JWT_CUSTOM_FIELDS at start). */
+export async function userColumns(db: Queryable): Promise<Set<string>> {
+  const { rows } = await db.query<{ column_name: string }>(
+    'UserColumns',
+    `SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'users'`,
+  );
+  return new Set(rows.map((r) => r.column_name));
+}

@@ -1,0 +1,257 @@
+/**
+ * Account life cycle: registration, sign-in (password, anonymous, impersonation), activation, password
+ * and email change, self-deletion. Route handlers call one function here each.
+ */
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import {
+  type AccountRow,
+  activateAccount,
+  deleteUser,
+  emailTaken,
+  findAccountByEmail,
+  findAccountByUserId,
+  insertAccount,
+  loadProfile,
+  setEmail,
+  setPasswordHash,
+  upgradePasswordHash,
+} from './accounts-store.ts';
+import { sendActivationEmail } from './activation-email.ts';
+import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
+import type { PublicUser } from './schemas.ts';
+import { secretsEqual } from './secrets.ts';
+import { endAllSessions, issueSession, publicUser, type Session } from './sessions.ts';
+import { consumeTicket, issueTicket, retireTickets } from './tickets-store.ts';
+
+/** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
+export function emailDomainAllowed(allowed: readonly string[], email: string): boolean {
+  if (allowed.length === 0) return true;
+  const domain = email.slice(email.lastIndexOf('@') + 1).toLowerCase();
+  return allowed.some((d) => {
+    const want = d.toLowerCase().replace(/^[@.]/, '');
+    return domain === want || domain.endsWith(`.${want}`);
+  });
+}
+
+export function assertEmailDomain(ctx: AppContext, email: string, field = 'email'): void {
+  if (!emailDomainAllowed(ctx.config.ALLOWED_EMAIL_DOMAINS, email)) {
+    throw new AppError('EMAIL_DOMAIN_NOT_ALLOWED', `"${field}" is not in an authorised domain`);
+  }
+}
+
+export interface RegisterInput {
+  email: string;
+  password?: string;
+  userData?: Record<string, unknown>;
+  registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
+}
+
+export type RegisterResult = { user: PublicUser; session?: Session };
+
+/** Picks and checks the roles of a new account (contract §4.1 step 5). */
+export function chooseRoles(
+  ctx: AppContext,
+  opts: RegisterInput['registerOptions'],
+): { defaultRole: string; roles: string[] } {
+  const c = ctx.config;
+  if (
+    opts?.default_role !== undefined &&
+    opts.default_roles !== undefined &&
+    opts.default_role !== opts.default_roles
+  ) {
+    throw new AppError(
+      'VALIDATION',
+      '"register_options.default_roles" must match "register_options.default_role"',
+    );
+  }
+  const defaultRole = opts?.default_role ?? opts?.default_roles ?? c.DEFAULT_USER_ROLE;
+  const roles = [...new Set(opts?.allowed_roles ?? c.DEFAULT_ALLOWED_USER_ROLES)];
+  if (!roles.includes(defaultRole)) throw new AppError('DEFAULT_ROLE_NOT_ALLOWED');
+  if (roles.some((r) => !c.ALLOWED_USER_ROLES.includes(r))) throw new AppError('ROLES_NOT_ALLOWED');
+  return { defaultRole, roles };
+}
+
+/**
+ * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
+ * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation ticket,
+ * emailed after the account is committed.
+ */
+export async function registerWithPassword(
+  ctx: AppContext,
+  input: RegisterInput & { password: string },
+): Promise<RegisterResult> {
+  const c = ctx.config;
+  assertEmailDomain(ctx, input.email);
+  const existing = await findAccountByEmail(ctx.db, input.email);
+  if (existing) throw new AppError('ACCOUNT_EXISTS');
+  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  await checkBreached(c, input.password);
+  const passwordHash = await hashPassword(c, input.password);
+  const active = c.AUTO_ACTIVATE_NEW_USERS;
+  const userData = { display_name: input.email, ...(input.userData ?? {}) };
+
+  type Created = { user: PublicUser; session: Session } | { user: PublicUser; ticket: string };
+  const result = await ctx.db.transaction(async (tx): Promise<Created> => {
+    const { accountId } = await insertAccount(tx, {
+      email: input.email,
+      passwordHash,
+      active,
+      isAnonymous: false,
+      defaultRole,
+      roles,
+      userData,
+    });
+    if (active) {
+      const session = await issueSession(ctx, accountId, { db: tx });
+      return { user: session.user, session };
+    }
+    const profile = await loadProfile(tx, accountId);
+    const { ticket } = await issueTicket(tx, c, ctx.clock.now(), { accountId, purpose: 'activation' });
+    return { user: publicUser(profile as NonNullable<typeof profile>), ticket };
+  });
+
+  if ('ticket' in result) {
+    await sendActivationEmail(ctx, {
+      email: input.email,
+      displayName: result.user.display_name ?? input.email,
+      ticket: result.ticket,
+    });
+    return { user: result.user };
+  }
+  return { user: result.user, session: result.session };
+}
+
+export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa'; ticket: string };
+
+/**
+ * Password sign-in. Unknown email, missing hash and wrong password all answer the same 401 after the same
+ * amount of hashing work. `adminSecret` (USER_IMPERSONATION_ENABLED) replaces the password check.
+ */
+export async function loginWithPassword(
+  ctx: AppContext,
+  input: { email: string; password?: string; adminSecret?: string },
+): Promise<LoginResult> {
+  const c = ctx.config;
+  const account = await findAccountByEmail(ctx.db, input.email);
+  const impersonating = await checkImpersonation(ctx, input.adminSecret);
+  if (!impersonating) {
+    if (input.password === undefined) throw new AppError('VALIDATION', '"password" is required');
+    await checkPassword(ctx, account, input.password);
+  } else if (!account) {
+    throw new AppError('INVALID_CREDENTIALS');
+  }
+  const acc = account as AccountRow;
+  // Checked after the password, so that it tells nothing to someone who does not know it.
+  if (!acc.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
+  if (acc.mfa_enabled) {
+    const { ticket } = await issueTicket(ctx.db, c, ctx.clock.now(), {
+      accountId: acc.id,
+      purpose: 'mfa-login',
+      keepEarlier: true,
+    });
+    return { kind: 'mfa', ticket };
+  }
+  return { kind: 'session', session: await issueSession(ctx, acc.id) };
+}
+
+/** True when a valid admin secret was sent for impersonation; 401 for a wrong one. */
+async function checkImpersonation(ctx: AppContext, adminSecret: string | undefined): Promise<boolean> {
+  const c = ctx.config;
+  if (!c.USER_IMPERSONATION_ENABLED || adminSecret === undefined || adminSecret === '') return false;
+  // No configured secret means impersonation cannot succeed (HBP compared undefined === undefined).
+  if (c.HASURA_GRAPHQL_ADMIN_SECRET === '' || !secretsEqual(adminSecret, c.HASURA_GRAPHQL_ADMIN_SECRET)) {
+    throw new AppError('INVALID_ADMIN_SECRET');
+  }
+  return true;
+}
+
+/** Verifies a password against an account (or a dummy when there is none); replaces outdated hashes. */
+async function checkPassword(
+  ctx: AppContext,
+  account: AccountRow | undefined,
+  password: string,
+): Promise<void> {
+  if (!account || account.password_hash === null) {
+    await verifyDummy(ctx.config, password);
+    throw new AppError('INVALID_CREDENTIALS');
+  }
+  const stored = account.password_hash;
+  if (!(await verifyPassword(stored, password))) throw new AppError('INVALID_CREDENTIALS');
+  if (needsRehash(ctx.config, stored)) {
+    await upgradePasswordHash(ctx.db, account.id, stored, await hashPassword(ctx.config, password));
+  }
+}
+
+/** Anonymous sign-in (ANONYMOUS_USERS_ENABLED): a fresh active account with no email or password. */
+export async function loginAnonymously(ctx: AppContext): Promise<Session> {
+  const role = ctx.config.DEFAULT_ANONYMOUS_ROLE;
+  return ctx.db.transaction(async (tx) => {
+    const { accountId } = await insertAccount(tx, {
+      email: null,
+      passwordHash: null,
+      active: true,
+      isAnonymous: true,
+      defaultRole: role,
+      roles: [role],
+      userData: { display_name: 'Anonymous user' },
+    });
+    return issueSession(ctx, accountId, { db: tx });
+  });
+}
+
+/** Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket is not valid. */
+export async function activateWithTicket(ctx: AppContext, ticket: string): Promise<Session | undefined> {
+  return ctx.db.transaction(async (tx) => {
+    const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
+    if (!used) return undefined;
+    if (!(await activateAccount(tx, used.accountId))) return undefined;
+    return issueSession(ctx, used.accountId, { db: tx });
+  });
+}
+
+/** The account of the signed-in caller; 401 when it no longer exists (deleted since the token was issued). */
+export async function callerAccount(ctx: AppContext, userId: string): Promise<AccountRow> {
+  const account = await findAccountByUserId(ctx.db, userId);
+  if (!account) throw new AppError('UNAUTHENTICATED');
+  return account;
+}
+
+/**
+ * Changes the caller's password. The current password is required when the account has one. Every other
+ * session of the account ends (HBP kept them all, so a thief stayed signed in); `keepFamily` is the
+ * caller's own sign-in when known.
+ */
+export async function changePassword(
+  ctx: AppContext,
+  userId: string,
+  input: { oldPassword?: string; newPassword: string; keepFamily?: string },
+): Promise<void> {
+  const account = await callerAccount(ctx, userId);
+  if (account.password_hash !== null) {
+    if (input.oldPassword === undefined) throw new AppError('VALIDATION', '"old_password" is required');
+    if (!(await verifyPassword(account.password_hash, input.oldPassword))) {
+      throw new AppError('INCORRECT_PASSWORD');
+    }
+  }
+  await checkBreached(ctx.config, input.newPassword);
+  const hash = await hashPassword(ctx.config, input.newPassword);
+  await ctx.db.transaction(async (tx) => {
+    await setPasswordHash(tx, account.id, hash);
+    await retireTickets(tx, ctx.clock.now(), account.id, 'password-reset');
+  });
+  await endAllSessions(ctx, account.id, input.keepFamily);
+}
+
+/** Direct email change (VERIFY_EMAILS=false). */
+export async function changeEmailDirectly(ctx: AppContext, userId: string, newEmail: string): Promise<void> {
+  assertEmailDomain(ctx, newEmail, 'new_email');
+  const account = await callerAccount(ctx, userId);
+  if (await emailTaken(ctx.db, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
+  await setEmail(ctx.db, account.id, newEmail);
+}
+
+/** Deletes the caller's public.users row; the account, roles, sessions and tickets cascade with it. */
+export async function deleteOwnAccount(ctx: AppContext, userId: string): Promise<void> {
+  if (!(await deleteUser(ctx.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+}

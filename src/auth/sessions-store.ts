@@ -1,0 +1,99 @@
+/**
+ * Refresh tokens (auth.session_tokens), kept only as SHA-256 digests. Tokens rotated from one another
+ * share a family (one sign-in); a rotated token keeps its row, marked `rotated_at`, so that reuse can be
+ * recognised.
+ */
+import type { Queryable } from '../db/database.ts';
+
+export interface SessionTokenRow {
+  token_hash: string;
+  family_id: string;
+  account_id: string;
+  created_at: Date;
+  expires_at: Date;
+  rotated_at: Date | null;
+}
+
+export async function insertSessionToken(
+  db: Queryable,
+  row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date },
+): Promise<void> {
+  await db.query(
+    'InsertSessionToken',
+    `INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5)`,
+    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt],
+  );
+}
+
+export async function findSessionToken(
+  db: Queryable,
+  tokenHash: string,
+): Promise<SessionTokenRow | undefined> {
+  const { rows } = await db.query<SessionTokenRow>(
+    'FindSessionToken',
+    `SELECT token_hash, family_id, account_id, created_at, expires_at, rotated_at
+       FROM auth.session_tokens WHERE token_hash = $1`,
+    [tokenHash],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    ...row,
+    created_at: new Date(row.created_at),
+    expires_at: new Date(row.expires_at),
+    rotated_at: row.rotated_at === null ? null : new Date(row.rotated_at),
+  };
+}
+
+/** Marks a token rotated; false when another request rotated it first (the caller lost the race). */
+export async function markRotated(db: Queryable, tokenHash: string, now: Date): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'MarkSessionTokenRotated',
+    'UPDATE auth.session_tokens SET rotated_at = $2 WHERE token_hash = $1 AND rotated_at IS NULL',
+    [tokenHash, now],
+  );
+  return rowCount > 0;
+}
+
+export async function deleteFamily(db: Queryable, familyId: string): Promise<number> {
+  const { rowCount } = await db.query(
+    'DeleteSessionFamily',
+    'DELETE FROM auth.session_tokens WHERE family_id = $1',
+    [familyId],
+  );
+  return rowCount;
+}
+
+/** Ends every session of an account, or every one but `keepFamily`. */
+export async function deleteAccountSessions(
+  db: Queryable,
+  accountId: string,
+  keepFamily?: string,
+): Promise<number> {
+  const { rowCount } = await db.query(
+    'DeleteAccountSessions',
+    `DELETE FROM auth.session_tokens WHERE account_id = $1 AND ($2::uuid IS NULL OR family_id <> $2::uuid)`,
+    [accountId, keepFamily ?? null],
+  );
+  return rowCount;
+}
+
+/** Housekeeping: drops an account's expired tokens (HBP never cleaned them up). */
+export async function deleteExpiredSessions(db: Queryable, accountId: string, now: Date): Promise<void> {
+  await db.query(
+    'DeleteExpiredSessionTokens',
+    'DELETE FROM auth.session_tokens WHERE account_id = $1 AND expires_at <= $2',
+    [accountId, now],
+  );
+}
+
+export async function countAccountSessions(db: Queryable, accountId: string, now: Date): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    'CountAccountSessions',
+    `SELECT count(DISTINCT family_id)::int AS n FROM auth.session_tokens
+      WHERE account_id = $1 AND expires_at > $2`,
+    [accountId, now],
+  );
+  return Number(rows[0]?.n ?? 0);
+}

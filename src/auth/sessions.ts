@@ -1,0 +1,146 @@
+/**
+ * Sessions: a refresh token (opaque, 256 bits, stored hashed) plus a short-lived access token (JWT).
+ * Refreshing rotates the token. A rotated token presented again within REFRESH_TOKEN_REUSE_INTERVAL
+ * seconds (two tabs racing) gets a fresh sibling in the same family; presented later it is taken as
+ * stolen and the whole family (that sign-in) is revoked.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AppContext } from '../context.ts';
+import type { Queryable } from '../db/database.ts';
+import { AppError } from '../errors.ts';
+import { type AccountProfile, loadProfile } from './accounts-store.ts';
+import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
+import type { PublicUser } from './schemas.ts';
+import { newRefreshToken, sha256Hex } from './secrets.ts';
+import {
+  deleteAccountSessions,
+  deleteExpiredSessions,
+  deleteFamily,
+  findSessionToken,
+  insertSessionToken,
+  markRotated,
+} from './sessions-store.ts';
+
+export interface Session {
+  accountId: string;
+  familyId: string;
+  access: SignedToken;
+  permissionVariables: PermissionVariables;
+  refreshToken: string;
+  refreshExpiresAt: Date;
+  user: PublicUser;
+}
+
+/** The `user` object of responses: HBP's fields, with avatar_url when set. */
+export function publicUser(profile: AccountProfile): PublicUser {
+  const u: PublicUser = {
+    id: profile.user.id,
+    display_name: profile.user.display_name ?? null,
+    email: profile.account.email,
+  };
+  if (typeof profile.user.avatar_url === 'string') u.avatar_url = profile.user.avatar_url;
+  return u;
+}
+
+/** An access token for the account as it is now (roles and custom fields re-read). */
+export async function accessTokenFor(ctx: AppContext, profile: AccountProfile) {
+  const vars = permissionVariables(
+    {
+      userId: profile.user.id,
+      defaultRole: profile.account.default_role,
+      roles: profile.roles,
+      customFields: profile.user,
+    },
+    ctx.config.JWT_CUSTOM_FIELDS,
+  );
+  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, ctx.clock.now()) };
+}
+
+/**
+ * Opens a session for an account: a new refresh token (in `familyId`, or a new family) and an access
+ * token. `db` lets callers include the insert in their transaction.
+ */
+export async function issueSession(
+  ctx: AppContext,
+  accountId: string,
+  opts: { familyId?: string; db?: Queryable } = {},
+): Promise<Session> {
+  const db = opts.db ?? ctx.db;
+  const now = ctx.clock.now();
+  const profile = await loadProfile(db, accountId);
+  if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
+  const refreshToken = newRefreshToken();
+  const familyId = opts.familyId ?? randomUUID();
+  // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
+  const refreshExpiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
+  await deleteExpiredSessions(db, accountId, now);
+  await insertSessionToken(db, {
+    tokenHash: sha256Hex(refreshToken),
+    familyId,
+    accountId,
+    createdAt: now,
+    expiresAt: refreshExpiresAt,
+  });
+  const { vars, access } = await accessTokenFor(ctx, profile);
+  return {
+    accountId,
+    familyId,
+    access,
+    permissionVariables: vars,
+    refreshToken,
+    refreshExpiresAt,
+    user: publicUser(profile),
+  };
+}
+
+const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN');
+
+/** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive. */
+export async function refreshSession(ctx: AppContext, presented: string): Promise<Session> {
+  const now = ctx.clock.now();
+  const hash = sha256Hex(presented);
+  const row = await findSessionToken(ctx.db, hash);
+  if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh();
+  const profile = await loadProfile(ctx.db, row.account_id);
+  if (!profile || !profile.account.active) throw invalidRefresh();
+
+  const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
+  if (row.rotated_at === null && (await markRotated(ctx.db, hash, now))) {
+    return issueSession(ctx, row.account_id, { familyId: row.family_id });
+  }
+  // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
+  const rotatedAt = row.rotated_at ?? now;
+  if (now.getTime() - rotatedAt.getTime() <= graceMs) {
+    return issueSession(ctx, row.account_id, { familyId: row.family_id });
+  }
+  // …otherwise someone replays an old token: end that sign-in everywhere.
+  await deleteFamily(ctx.db, row.family_id);
+  throw invalidRefresh();
+}
+
+/** The account and family behind a refresh token that is still valid, or undefined. */
+export async function sessionOf(
+  ctx: AppContext,
+  presented: string,
+): Promise<{ accountId: string; familyId: string } | undefined> {
+  const row = await findSessionToken(ctx.db, sha256Hex(presented));
+  if (!row || row.expires_at.getTime() <= ctx.clock.now().getTime()) return undefined;
+  return { accountId: row.account_id, familyId: row.family_id };
+}
+
+/** Ends the sign-in a refresh token belongs to (its whole family); false when the token is unknown. */
+export async function endSession(ctx: AppContext, presented: string): Promise<boolean> {
+  const row = await findSessionToken(ctx.db, sha256Hex(presented));
+  if (!row) return false;
+  await deleteFamily(ctx.db, row.family_id);
+  return true;
+}
+
+/** Ends every session of an account, optionally keeping one sign-in. */
+export async function endAllSessions(
+  ctx: AppContext,
+  accountId: string,
+  keepFamily?: string,
+): Promise<number> {
+  return deleteAccountSessions(ctx.db, accountId, keepFamily);
+}
