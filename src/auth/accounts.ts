@@ -4,6 +4,7 @@
  */
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { issueActivation } from '../mail/flows/activation.ts';
 import {
   type AccountRow,
   activateAccount,
@@ -17,7 +18,6 @@ import {
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
-import { sendActivationEmail } from './activation-email.ts';
 import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
@@ -45,6 +45,8 @@ export interface RegisterInput {
   password?: string;
   userData?: Record<string, unknown>;
   registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
+  /** Target of the activation or magic link, already checked against ALLOWED_REDIRECT_URLS. */
+  redirectTo?: string;
 }
 
 export type RegisterResult = { user: PublicUser; session?: Session };
@@ -74,8 +76,8 @@ export function chooseRoles(
 
 /**
  * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
- * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation ticket,
- * emailed after the account is committed.
+ * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation email,
+ * sent inside the transaction.
  */
 export async function registerWithPassword(
   ctx: AppContext,
@@ -91,8 +93,8 @@ export async function registerWithPassword(
   const active = c.AUTO_ACTIVATE_NEW_USERS;
   const userData = { display_name: input.email, ...(input.userData ?? {}) };
 
-  type Created = { user: PublicUser; session: Session } | { user: PublicUser; ticket: string };
-  const result = await ctx.db.transaction(async (tx): Promise<Created> => {
+  type Created = { user: PublicUser; session?: Session };
+  return ctx.db.transaction(async (tx): Promise<Created> => {
     const { accountId } = await insertAccount(tx, {
       email: input.email,
       passwordHash,
@@ -107,19 +109,16 @@ export async function registerWithPassword(
       return { user: session.user, session };
     }
     const profile = await loadProfile(tx, accountId);
-    const { ticket } = await issueTicket(tx, c, ctx.clock.now(), { accountId, purpose: 'activation' });
-    return { user: publicUser(profile as NonNullable<typeof profile>), ticket };
-  });
-
-  if ('ticket' in result) {
-    await sendActivationEmail(ctx, {
+    const user = publicUser(profile as NonNullable<typeof profile>);
+    // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.
+    await issueActivation(ctx, tx, {
+      accountId,
       email: input.email,
-      displayName: result.user.display_name ?? input.email,
-      ticket: result.ticket,
+      displayName: user.display_name ?? input.email,
+      redirectTo: input.redirectTo,
     });
-    return { user: result.user };
-  }
-  return { user: result.user, session: result.session };
+    return { user };
+  });
 }
 
 export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa'; ticket: string };

@@ -4,7 +4,9 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { emailRoutes } from './email-routes.ts';
 
-export async function authRoutes(_app: FastifyInstance, _opts: { ctx: AppContext }): Promise<void> {
+export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   // Routes are added by the accounts, email and MFA work.
+  await app.register(emailRoutes, opts);
 }

@@ -1,0 +1,43 @@
+/**
+ * POST /auth/activate/resend — a new activation (or magic register) link for an account still waiting
+ * for activation. Always 204, whether or not such an account exists; the email goes out after the answer.
+ */
+
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { resendActivation } from '../../mail/flows/activation.ts';
+import { checkRedirect } from '../../mail/links.ts';
+import { Email, errors, NoContent } from '../schemas.ts';
+
+const Body = Type.Object(
+  {
+    email: Email,
+    redirect_to: Type.Optional(
+      Type.String({
+        maxLength: 2048,
+        description: 'Where the link leads; must match ALLOWED_REDIRECT_URLS.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/activate/resend',
+    {
+      schema: {
+        summary: 'Send the activation link again (204 whether or not the account exists)',
+        tags: ['auth', 'email'],
+        body: Body,
+        response: { 204: NoContent, ...errors(400) },
+      },
+    },
+    async (request, reply) => {
+      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
+      resendActivation(ctx, { email: request.body.email, redirectTo });
+      return reply.code(204).send();
+    },
+  );
+}
