@@ -12,6 +12,7 @@ import type { AppContext } from './context.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
+import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
 import { storageRoutes } from './storage/routes/index.ts';
@@ -78,6 +79,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   await installSecurity(app, config);
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { ctx });
+  await app.register(rateLimitPlugin, { ctx });
 
   const readiness: ReadinessCheck[] = [];
   await app.register(healthRoutes, { ctx, checks: readiness });

@@ -440,6 +440,70 @@ const SETTINGS = {
     min: 1,
   }),
   TIME_FRAME: int(LIMITS, 900000, 'Window of `MAX_REQUESTS`, in milliseconds (15 minutes).', { min: 1 }),
+  RATE_LIMIT_LOGIN_MAX: int(
+    LIMITS,
+    100,
+    '`POST /auth/login` attempts per client IP per `RATE_LIMIT_LOGIN_WINDOW`.',
+    {
+      min: 1,
+    },
+  ),
+  RATE_LIMIT_LOGIN_WINDOW: int(
+    LIMITS,
+    300000,
+    'Window of `RATE_LIMIT_LOGIN_MAX`, in milliseconds (5 minutes).',
+    {
+      min: 1,
+    },
+  ),
+  RATE_LIMIT_LOGIN_EMAIL_MAX: int(
+    LIMITS,
+    10,
+    'Failed `POST /auth/login` attempts per email per `RATE_LIMIT_LOGIN_EMAIL_WINDOW`; further attempts get 429 until the window ends.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_LOGIN_EMAIL_WINDOW: int(
+    LIMITS,
+    300000,
+    'Window of `RATE_LIMIT_LOGIN_EMAIL_MAX`, in milliseconds (5 minutes).',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REGISTER_MAX: int(
+    LIMITS,
+    50,
+    '`POST /auth/register` attempts per client IP per `RATE_LIMIT_REGISTER_WINDOW`.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REGISTER_WINDOW: int(
+    LIMITS,
+    900000,
+    'Window of `RATE_LIMIT_REGISTER_MAX`, in milliseconds (15 minutes).',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REGISTER_EMAIL_MAX: int(
+    LIMITS,
+    25,
+    '`POST /auth/register` attempts per email per `RATE_LIMIT_REGISTER_EMAIL_WINDOW`.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REGISTER_EMAIL_WINDOW: int(
+    LIMITS,
+    900000,
+    'Window of `RATE_LIMIT_REGISTER_EMAIL_MAX`, in milliseconds (15 minutes).',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REFRESH_MAX: int(
+    LIMITS,
+    300,
+    '`GET /auth/token/refresh` calls per client IP per `RATE_LIMIT_REFRESH_WINDOW`.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_REFRESH_WINDOW: int(
+    LIMITS,
+    300000,
+    'Window of `RATE_LIMIT_REFRESH_MAX`, in milliseconds (5 minutes).',
+    { min: 1 },
+  ),
 
   // --- email ---
   EMAILS_ENABLED: bool(

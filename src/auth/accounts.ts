@@ -86,7 +86,7 @@ export async function registerWithPassword(
   const c = ctx.config;
   assertEmailDomain(ctx, input.email);
   const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError('ACCOUNT_EXISTS');
+  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
   const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
   await checkBreached(c, input.password);
   const passwordHash = await hashPassword(c, input.password);
@@ -199,13 +199,20 @@ export async function loginAnonymously(ctx: AppContext): Promise<Session> {
   });
 }
 
-/** Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket is not valid. */
-export async function activateWithTicket(ctx: AppContext, ticket: string): Promise<Session | undefined> {
+/**
+ * Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket
+ * is not valid. `redirectTo` is the checked `redirect_to` given at registration, if any.
+ */
+export async function activateWithTicket(
+  ctx: AppContext,
+  ticket: string,
+): Promise<{ session: Session; redirectTo?: string } | undefined> {
   return ctx.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
     if (!used) return undefined;
     if (!(await activateAccount(tx, used.accountId))) return undefined;
-    return issueSession(ctx, used.accountId, { db: tx });
+    const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
+    return { session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
   });
 }
 

@@ -102,7 +102,7 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   const row = await findSessionToken(ctx.db, hash);
   if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh();
   const profile = await loadProfile(ctx.db, row.account_id);
-  if (!profile || !profile.account.active) throw invalidRefresh();
+  if (!profile?.account.active) throw invalidRefresh();
 
   const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   if (row.rotated_at === null && (await markRotated(ctx.db, hash, now))) {

@@ -3,6 +3,7 @@
  * when it matches ALLOWED_REDIRECT_URLS, so a link that carries a refresh token (or a reset ticket) can
  * never be pointed at someone else's site.
  */
+import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { wildcardMatcher } from '../http/security.ts';
@@ -32,6 +33,13 @@ export function redirectAllowed(config: Config, target: string): boolean {
     return wildcardMatcher([hasPath ? entry : entry.replace(/\/$/, '')])(subject);
   });
 }
+
+/** The `redirect_to` field of the routes that email a link. */
+export const RedirectTo = Type.String({
+  maxLength: 2048,
+  description:
+    'Where the emailed link leads (instead of REDIRECT_URL_SUCCESS); must match ALLOWED_REDIRECT_URLS.',
+});
 
 /** The validated `redirect_to`, or undefined when none was given; 400 when it is not allowed. */
 export function checkRedirect(config: Config, redirectTo: string | undefined): string | undefined {

@@ -7,18 +7,13 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { requestEmailChange } from '../../mail/flows/email-change.ts';
-import { checkRedirect } from '../../mail/links.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { Email, errors, NoContent } from '../schemas.ts';
 
 const Body = Type.Object(
   {
     new_email: Email,
-    redirect_to: Type.Optional(
-      Type.String({
-        maxLength: 2048,
-        description: 'App page the email links to (with `ticket`); must match ALLOWED_REDIRECT_URLS.',
-      }),
-    ),
+    redirect_to: Type.Optional(RedirectTo),
   },
   { additionalProperties: false },
 );

@@ -4,9 +4,31 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { ensureAuthSchema } from '../startup.ts';
+import { activateRoute } from './activate.ts';
+import { changeEmailRoute } from './change-email.ts';
+import { changePasswordRoute } from './change-password.ts';
+import { deleteRoute } from './delete.ts';
 import { emailRoutes } from './email-routes.ts';
+import { jwksRoute } from './jwks.ts';
+import { loginRoute } from './login.ts';
+import { logoutRoute } from './logout.ts';
+import { registerRoute } from './register.ts';
+import { tokenRefreshRoute } from './token-refresh.ts';
+import { tokenRevokeRoute } from './token-revoke.ts';
 
 export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  // Routes are added by the accounts, email and MFA work.
+  const c = opts.ctx.config;
+  await ensureAuthSchema(opts.ctx);
+  await app.register(registerRoute, opts);
+  await app.register(loginRoute, opts);
+  await app.register(logoutRoute, opts);
+  await app.register(activateRoute, opts);
+  await app.register(tokenRefreshRoute, opts);
+  await app.register(tokenRevokeRoute, opts);
+  await app.register(changePasswordRoute, opts);
+  await app.register(jwksRoute, opts);
+  if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await app.register(changeEmailRoute, opts);
+  if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, opts);
   await app.register(emailRoutes, opts);
 }

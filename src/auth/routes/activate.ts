@@ -1,0 +1,51 @@
+/**
+ * GET /auth/activate?ticket=…: activates an account from its emailed link and redirects to
+ * REDIRECT_URL_SUCCESS with `refresh_token` added. A bad ticket redirects to REDIRECT_URL_ERROR, or
+ * answers 401 when that is not set. `cookie=false` skips the session cookies (HBP's schema refused it).
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import { activateWithTicket } from '../accounts.ts';
+import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
+
+/** Adds a query parameter to a configured URL, keeping its own query and fragment. */
+export function withParam(target: string, name: string, value: string): string {
+  try {
+    const u = new URL(target);
+    u.searchParams.set(name, value);
+    return u.toString();
+  } catch {
+    // A relative target (HBP allowed any string): append as HBP did.
+    return `${target}${target.includes('?') ? '&' : '?'}${name}=${encodeURIComponent(value)}`;
+  }
+}
+
+export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/activate',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Activate an account from its emailed ticket (302 redirect)',
+        querystring: Type.Object(
+          { ticket: Ticket, cookie: Type.Optional(CookieFlag) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: { ...Session, description: 'Only without REDIRECT_URL_SUCCESS (development): the session.' },
+          302: Type.Null({ description: 'Redirect to REDIRECT_URL_SUCCESS or REDIRECT_URL_ERROR' }),
+          ...errors(400, 401, 429, 500),
+        },
+      },
+    },
+    async (request, reply) => {
+      const activated = await activateWithTicket(ctx, request.query.ticket);
+      if (!activated) return linkFailed(ctx, reply, 'INVALID_TICKET');
+      // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.
+      return linkSucceeded(ctx, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
+    },
+  );
+}

@@ -1,0 +1,119 @@
+/**
+ * POST /auth/login: password sign-in (a session, or `{mfa, ticket}` when the account has MFA), anonymous
+ * sign-in (ANONYMOUS_USERS_ENABLED), and admin impersonation (USER_IMPERSONATION_ENABLED, header
+ * `x-admin-secret`). Failed attempts are limited per email as well as per IP.
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type TObject, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { emailKey } from '../../http/rate-limit.ts';
+import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { loginAnonymously, loginWithPassword } from '../accounts.ts';
+import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
+import { sendSession } from '../session-response.ts';
+import { bodyDefaultsToObject } from './common.ts';
+
+function bodySchema(ctx: AppContext): TObject {
+  const c = ctx.config;
+  // The password is optional when another proof can stand in for it.
+  const passwordOptional = c.MAGIC_LINK_ENABLED || c.USER_IMPERSONATION_ENABLED || c.ANONYMOUS_USERS_ENABLED;
+  return Type.Object(
+    {
+      email: c.ANONYMOUS_USERS_ENABLED ? Type.Optional(Email) : Email,
+      password: passwordOptional ? Type.Optional(CurrentPassword) : CurrentPassword,
+      cookie: Type.Optional(CookieFlag),
+      ...(c.MAGIC_LINK_ENABLED ? { redirect_to: Type.Optional(RedirectTo) } : {}),
+      ...(c.ANONYMOUS_USERS_ENABLED
+        ? {
+            anonymous: Type.Optional(Type.Boolean({ description: 'true: sign in as a new anonymous user.' })),
+          }
+        : {}),
+    },
+    { additionalProperties: false },
+  );
+}
+
+interface LoginBody {
+  email?: string;
+  password?: string;
+  cookie?: boolean;
+  anonymous?: boolean;
+  redirect_to?: string;
+}
+
+const MfaRequired = Type.Object({ mfa: Type.Literal(true), ticket: Type.String({ format: 'uuid' }) });
+const MagicLinkSent = Type.Object(
+  { magicLink: Type.Literal(true) },
+  { description: 'No password and MAGIC_LINK_ENABLED: a link is emailed if the account exists.' },
+);
+
+export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  const c = ctx.config;
+  const failureKey = (email: string) => `login:fail:${emailKey(email)}`;
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/login',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign in with email and password',
+        description:
+          'Returns a session, or `{mfa: true, ticket}` when the account has MFA (finish with POST /auth/mfa/totp). Unknown email and wrong password give the same 401.',
+        body: bodySchema(ctx),
+        response: {
+          200: Type.Union([Session, MfaRequired, MagicLinkSent]),
+          ...errors(400, 401, 404, 429, 501, 503),
+        },
+      },
+      preValidation: bodyDefaultsToObject,
+      preHandler: async (request) => {
+        const body = request.body as LoginBody;
+        await app.limiter.consume(
+          `login:ip:${request.ip}`,
+          c.RATE_LIMIT_LOGIN_MAX,
+          c.RATE_LIMIT_LOGIN_WINDOW,
+        );
+        if (body.email !== undefined)
+          await app.limiter.assertUnder(failureKey(body.email), c.RATE_LIMIT_LOGIN_EMAIL_MAX);
+      },
+    },
+    async (request, reply) => {
+      const body = request.body as LoginBody;
+      const useCookie = body.cookie ?? true;
+      if (body.anonymous === true) {
+        if (body.email !== undefined || body.password !== undefined) {
+          throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
+        }
+        return sendSession(reply, c, await loginAnonymously(ctx), useCookie, ctx.clock.now());
+      }
+      if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
+      const adminSecret = request.headers['x-admin-secret'];
+      if (body.password === undefined && !(c.USER_IMPERSONATION_ENABLED && adminSecret)) {
+        if (c.MAGIC_LINK_ENABLED) {
+          // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
+          requestMagicLogin(ctx, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
+          return { magicLink: true as const };
+        }
+        throw new AppError('VALIDATION', '"password" is required');
+      }
+      let result: Awaited<ReturnType<typeof loginWithPassword>>;
+      try {
+        result = await loginWithPassword(ctx, {
+          email: body.email,
+          password: body.password,
+          adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
+        });
+      } catch (err) {
+        if (err instanceof AppError && err.statusCode === 401) {
+          await app.limiter.record(failureKey(body.email), c.RATE_LIMIT_LOGIN_EMAIL_WINDOW);
+        }
+        throw err;
+      }
+      await app.limiter.reset(failureKey(body.email));
+      if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
+      return sendSession(reply, c, result.session, useCookie, ctx.clock.now());
+    },
+  );
+}

@@ -1,0 +1,50 @@
+/**
+ * POST /auth/logout: ends the sign-in of the presented refresh token (query `refresh_token` or the signed
+ * cookie), or with `all: true` every session of its account. The session cookies are cleared. Access
+ * tokens already issued stay valid until they expire (they are not tracked server-side).
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { errors, NoContent } from '../schemas.ts';
+import { clearSessionCookies } from '../session-response.ts';
+import { endAllSessions, endSession, sessionOf } from '../sessions.ts';
+import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
+
+export const RefreshTokenQuery = Type.Object(
+  { refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })) },
+  { additionalProperties: false },
+);
+
+export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/logout',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign out (this sign-in, or everywhere with all: true)',
+        querystring: RefreshTokenQuery,
+        body: Type.Object(
+          { all: Type.Optional(Type.Boolean({ description: 'true: end every session of the account.' })) },
+          { additionalProperties: false },
+        ),
+        response: { 204: NoContent, ...errors(400, 401, 429) },
+      },
+      preValidation: bodyDefaultsToObject,
+    },
+    async (request, reply) => {
+      const token = presentedRefreshToken(request, request.query);
+      if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
+      clearSessionCookies(reply, ctx.config);
+      if (request.body.all === true) {
+        const session = await sessionOf(ctx, token.value);
+        if (session) await endAllSessions(ctx, session.accountId);
+      } else {
+        await endSession(ctx, token.value);
+      }
+      return reply.code(204).send(null);
+    },
+  );
+}

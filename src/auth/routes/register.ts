@@ -1,0 +1,120 @@
+/** POST /auth/register: create an account with email and password (contract §4.1, spec §4.1). */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type TObject, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { emailKey } from '../../http/rate-limit.ts';
+import { registerWithMagicLink } from '../../mail/flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { registerWithPassword } from '../accounts.ts';
+import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
+import { sendSession } from '../session-response.ts';
+import { bodyDefaultsToObject } from './common.ts';
+
+const CustomValue = Type.Union([
+  Type.String({ maxLength: 10_000 }),
+  Type.Number(),
+  Type.Boolean(),
+  Type.Null(),
+  Type.Array(Type.Unknown(), { maxItems: 1000 }),
+  Type.Object({}, { additionalProperties: true }),
+]);
+
+function bodySchema(ctx: AppContext): TObject {
+  const c = ctx.config;
+  const userData = Type.Object(
+    Object.fromEntries(c.REGISTRATION_CUSTOM_FIELDS.map((f) => [f, Type.Optional(CustomValue)])),
+    { additionalProperties: false, description: 'public.users columns listed in REGISTRATION_CUSTOM_FIELDS' },
+  );
+  const role = Type.String({ minLength: 1, maxLength: 100 });
+  return Type.Object(
+    {
+      email: Email,
+      password: c.MAGIC_LINK_ENABLED
+        ? Type.Optional(Password(c.MIN_PASSWORD_LENGTH))
+        : Password(c.MIN_PASSWORD_LENGTH),
+      cookie: Type.Optional(CookieFlag),
+      redirect_to: Type.Optional(RedirectTo),
+      user_data: Type.Optional(userData),
+      register_options: Type.Optional(
+        Type.Object(
+          {
+            allowed_roles: Type.Optional(Type.Array(role, { maxItems: 100 })),
+            default_role: Type.Optional(role),
+            default_roles: Type.Optional({
+              ...role,
+              description: 'Alias of default_role (the spec’s spelling).',
+            }),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    },
+    { additionalProperties: false },
+  );
+}
+
+interface RegisterBody {
+  email: string;
+  password?: string;
+  cookie?: boolean;
+  redirect_to?: string;
+  user_data?: Record<string, unknown>;
+  register_options?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
+}
+
+export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  const c = ctx.config;
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/register',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'Register with email and password',
+        description:
+          'With AUTO_ACTIVATE_NEW_USERS the account is active and a session is returned; otherwise only `user` is returned and an activation ticket is emailed.',
+        body: bodySchema(ctx),
+        response: {
+          200: Type.Union([Session, Type.Object({ user: User })]),
+          ...errors(400, 404, 429, 501, 503),
+        },
+      },
+      preValidation: bodyDefaultsToObject,
+      preHandler: async (request) => {
+        const body = request.body as unknown as RegisterBody;
+        await app.limiter.consume(
+          `register:ip:${request.ip}`,
+          c.RATE_LIMIT_REGISTER_MAX,
+          c.RATE_LIMIT_REGISTER_WINDOW,
+        );
+        await app.limiter.consume(
+          `register:email:${emailKey(body.email)}`,
+          c.RATE_LIMIT_REGISTER_EMAIL_MAX,
+          c.RATE_LIMIT_REGISTER_EMAIL_WINDOW,
+        );
+      },
+    },
+    async (request, reply) => {
+      const body = request.body as unknown as RegisterBody;
+      const redirectTo = checkRedirect(c, body.redirect_to);
+      if (body.password === undefined) {
+        // Only reachable with MAGIC_LINK_ENABLED (the schema requires a password otherwise).
+        return registerWithMagicLink(ctx, {
+          email: body.email,
+          userData: body.user_data,
+          registerOptions: body.register_options,
+          redirectTo,
+        });
+      }
+      const result = await registerWithPassword(ctx, {
+        email: body.email,
+        password: body.password,
+        userData: body.user_data,
+        registerOptions: body.register_options,
+        redirectTo,
+      });
+      if (!result.session) return { user: result.user };
+      return sendSession(reply, c, result.session, body.cookie ?? true, ctx.clock.now());
+    },
+  );
+}

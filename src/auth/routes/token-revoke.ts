@@ -1,0 +1,31 @@
+/** POST /auth/token/revoke: the signed-in caller ends every one of their sessions (contract §4.9). */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { callerAccount } from '../accounts.ts';
+import { errors, NoContent } from '../schemas.ts';
+import { endAllSessions } from '../sessions.ts';
+import { bodyDefaultsToObject } from './common.ts';
+
+export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/token/revoke',
+    {
+      schema: {
+        tags: ['auth'],
+        summary: 'End every session of the signed-in user',
+        security: [{ bearer: [] }],
+        body: Type.Object({}, { additionalProperties: false }),
+        response: { 204: NoContent, ...errors(400, 401, 429) },
+      },
+      preValidation: bodyDefaultsToObject,
+    },
+    async (request, reply) => {
+      const who = await request.requireUser();
+      const account = await callerAccount(ctx, who['user-id']);
+      await endAllSessions(ctx, account.id);
+      return reply.code(204).send(null);
+    },
+  );
+}
