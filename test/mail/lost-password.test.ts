@@ -158,3 +158,32 @@ describe('lost password switched off', () => {
     }
   });
 });
+
+describe('emails per address are limited', () => {
+  it('answers 429 after RATE_LIMIT_EMAIL_MAX requests for one address, known or not', async () => {
+    const t = await buildMailApp('pglite', {
+      LOST_PASSWORD_ENABLED: true,
+      RATE_LIMIT_ENABLED: true,
+      RATE_LIMIT_EMAIL_MAX: 2,
+    });
+    try {
+      await createAccount(t, { email: 'known@example.com', password: 'pw-123' });
+      for (const email of ['known@example.com', 'unknown@example.com']) {
+        const codes: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          const res = await t.app.inject({
+            method: 'POST',
+            url: '/auth/change-password/request',
+            payload: { email },
+          });
+          codes.push(res.statusCode);
+        }
+        assert.deepEqual(codes, [204, 204, 429], email);
+      }
+      await t.ctx.mailer.idle();
+      assert.equal(t.smtp.to('known@example.com').length, 2);
+    } finally {
+      await t.close();
+    }
+  });
+});

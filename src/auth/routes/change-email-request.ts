@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { requestEmailChange } from '../../mail/flows/email-change.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
 import { Email, errors, NoContent } from '../schemas.ts';
 
 const Body = Type.Object(
@@ -30,11 +31,12 @@ export async function changeEmailRequestRoute(
         tags: ['auth', 'email'],
         security: [{ bearer: [] }],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 503) },
+        response: { 204: NoContent, ...errors(400, 401, 429, 503) },
       },
     },
     async (request, reply) => {
       const who = await request.requireUser();
+      await consumeEmailQuota(app, ctx.config, request.body.new_email);
       const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
       await requestEmailChange(ctx, who['user-id'], { newEmail: request.body.new_email, redirectTo });
       return reply.code(204).send();

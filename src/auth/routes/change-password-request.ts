@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { requestPasswordReset } from '../../mail/flows/password-reset.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
 import { Email, errors, NoContent } from '../schemas.ts';
 
 const Body = Type.Object(
@@ -29,8 +30,9 @@ export async function changePasswordRequestRoute(
         summary: 'Lost password: email a reset ticket (204 whether or not the account exists)',
         tags: ['auth', 'email'],
         body: Body,
-        response: { 204: NoContent, ...errors(400) },
+        response: { 204: NoContent, ...errors(400, 429) },
       },
+      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
     },
     async (request, reply) => {
       const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);

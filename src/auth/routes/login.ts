@@ -11,6 +11,7 @@ import { AppError } from '../../errors.ts';
 import { emailKey } from '../../http/rate-limit.ts';
 import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
 import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
@@ -93,6 +94,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       if (body.password === undefined && !(c.USER_IMPERSONATION_ENABLED && adminSecret)) {
         if (c.MAGIC_LINK_ENABLED) {
           // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
+          await consumeEmailQuota(app, c, body.email);
           requestMagicLogin(ctx, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
           return { magicLink: true as const };
         }
