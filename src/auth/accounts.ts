@@ -5,6 +5,7 @@
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { issueActivation } from '../mail/flows/activation.ts';
+import { setAccountLocale } from '../mail/mail-store.ts';
 import {
   type AccountRow,
   activateAccount,
@@ -47,6 +48,8 @@ export interface RegisterInput {
   registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
   /** Target of the activation or magic link, already checked against ALLOWED_REDIRECT_URLS. */
   redirectTo?: string;
+  /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
+  locale?: string;
 }
 
 export type RegisterResult = { user: PublicUser; session?: Session };
@@ -108,6 +111,7 @@ export async function registerWithPassword(
       const session = await issueSession(ctx, accountId, { db: tx });
       return { user: session.user, session };
     }
+    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
     const profile = await loadProfile(tx, accountId);
     const user = publicUser(profile as NonNullable<typeof profile>);
     // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.

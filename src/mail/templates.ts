@@ -6,6 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Type } from '@sinclair/typebox';
 import ejs from 'ejs';
 import { htmlToText } from './html-to-text.ts';
 
@@ -124,6 +125,14 @@ function renderDefault(name: TemplateName, l: TemplateLocals): RenderedEmail {
 
 /** Locales are folder names: refuse anything that could walk out of the template folder. */
 const LOCALE = /^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$/;
+
+/** The `locale` field of registration: a language tag such as `fr` or `pt-BR`. */
+export const Locale = Type.String({
+  pattern: LOCALE.source,
+  maxLength: 35,
+  description:
+    'Language of the account’s emails: templates come from EMAIL_TEMPLATES_DIR/<template>/<locale>/ when present.',
+});
 
 function candidateDirs(root: string, name: TemplateName, locale: string | undefined): string[] {
   const dirs: string[] = [];

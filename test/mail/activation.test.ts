@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { tempDir } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { findLink } from '../helpers/smtp.ts';
 import { buildMailApp, liveTickets, type MailTestApp } from './fixtures.ts';
@@ -177,6 +180,51 @@ describe('activation without redirect settings or without emails', () => {
       assert.equal(resend.statusCode, 404);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('HBP-style template folder and locales, end to end', () => {
+  it('renders the operator’s EJS templates with their variables, in the locale given at registration', async () => {
+    const dir = tempDir();
+    const hbp = path.join(dir, 'activate-account');
+    mkdirSync(path.join(hbp, 'fr'), { recursive: true });
+    writeFileSync(path.join(hbp, 'subject.ejs'), 'Welcome to Acme, <%= display_name %>');
+    writeFileSync(
+      path.join(hbp, 'html.ejs'),
+      '<p>Hi <%= display_name %>,</p><a href="<%= url %>/auth/activate?ticket=<%= ticket %>">Activate</a>',
+    );
+    writeFileSync(path.join(hbp, 'fr', 'subject.ejs'), 'Bienvenue chez Acme, <%= display_name %>');
+    const t = await buildMailApp('pglite', {
+      AUTO_ACTIVATE_NEW_USERS: false,
+      EMAIL_TEMPLATES_DIR: dir,
+      REGISTRATION_CUSTOM_FIELDS: ['display_name'],
+    });
+    try {
+      const reg = (email: string, extra: Record<string, unknown>) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/auth/register',
+          payload: { email, password: 'pw-123', user_data: { display_name: 'Zoë' }, ...extra },
+        });
+      assert.equal((await reg('en@example.com', {})).statusCode, 200);
+      const en = t.smtp.last('en@example.com');
+      assert.equal(en.subject, 'Welcome to Acme, Zoë');
+      assert.match(en.html, /<p>Hi Zoë,<\/p>/);
+      const link = findLink(en.html, '/auth/activate');
+      assert.equal(link.searchParams.get('ticket'), en.headers.get('x-ticket'));
+      assert.equal(findLink(en.text, '/auth/activate').href, link.href, 'text part derived from the HTML');
+
+      assert.equal((await reg('fr@example.com', { locale: 'fr-FR' })).statusCode, 200);
+      const fr = t.smtp.last('fr@example.com');
+      assert.equal(fr.subject, 'Bienvenue chez Acme, Zoë');
+      assert.match(fr.html, /<p>Hi Zoë,<\/p>/, 'no fr/html.ejs: the template folder’s html.ejs');
+
+      const bad = await reg('bad@example.com', { locale: '../../etc' });
+      assert.equal(bad.statusCode, 400);
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

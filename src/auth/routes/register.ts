@@ -6,6 +6,7 @@ import type { AppContext } from '../../context.ts';
 import { emailKey } from '../../http/rate-limit.ts';
 import { registerWithMagicLink } from '../../mail/flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { Locale } from '../../mail/templates.ts';
 import { registerWithPassword } from '../accounts.ts';
 import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
@@ -35,6 +36,7 @@ function bodySchema(ctx: AppContext): TObject {
         : Password(c.MIN_PASSWORD_LENGTH),
       cookie: Type.Optional(CookieFlag),
       redirect_to: Type.Optional(RedirectTo),
+      locale: Type.Optional(Locale),
       user_data: Type.Optional(userData),
       register_options: Type.Optional(
         Type.Object(
@@ -59,6 +61,7 @@ interface RegisterBody {
   password?: string;
   cookie?: boolean;
   redirect_to?: string;
+  locale?: string;
   user_data?: Record<string, unknown>;
   register_options?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
 }
@@ -104,6 +107,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
           userData: body.user_data,
           registerOptions: body.register_options,
           redirectTo,
+          locale: body.locale,
         });
       }
       const result = await registerWithPassword(ctx, {
@@ -112,6 +116,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         userData: body.user_data,
         registerOptions: body.register_options,
         redirectTo,
+        locale: body.locale,
       });
       if (!result.session) return { user: result.user };
       return sendSession(reply, c, result.session, body.cookie ?? true, ctx.clock.now());

@@ -8,6 +8,7 @@ import { issueTicket } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { serviceLink } from '../links.ts';
+import { accountLocale } from '../mail-store.ts';
 import { issueMagicLink } from './magic-link.ts';
 
 export interface ActivationInput {
@@ -33,7 +34,14 @@ export async function issueActivation(ctx: AppContext, tx: Queryable, input: Act
   await ctx.mailer.send({
     to: input.email,
     template: 'activate-account',
-    locals: { display_name: input.displayName, email: input.email, url: ctx.config.SERVER_URL, ticket, link },
+    locals: {
+      display_name: input.displayName,
+      email: input.email,
+      url: ctx.config.SERVER_URL,
+      ticket,
+      link,
+      locale: await accountLocale(tx, input.accountId),
+    },
     headers: { 'X-Ticket': ticket },
   });
 }

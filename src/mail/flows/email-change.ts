@@ -9,7 +9,7 @@ import { consumeTicket, issueTicket } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../links.ts';
-import { releaseStalePendingEmail, setPendingEmail } from '../pending-email-store.ts';
+import { accountLocale, releaseStalePendingEmail, setPendingEmail } from '../mail-store.ts';
 
 const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
 
@@ -46,6 +46,7 @@ export async function requestEmailChange(
         ticket,
         link,
         new_email: input.newEmail,
+        locale: await accountLocale(tx, account.id),
       },
       headers: { 'X-Ticket': ticket },
     });
@@ -79,6 +80,7 @@ export async function confirmEmailChange(ctx: AppContext, ticket: string): Promi
           url: ctx.config.SERVER_URL,
           link: ctx.config.REDIRECT_URL_SUCCESS || ctx.config.SERVER_URL,
           new_email: newEmail,
+          locale: await accountLocale(tx, account.id),
         },
       });
     }

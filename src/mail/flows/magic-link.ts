@@ -20,6 +20,7 @@ import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { LinkOutcome } from '../link-response.ts';
 import { serviceLink } from '../links.ts';
+import { accountLocale, setAccountLocale } from '../mail-store.ts';
 
 export type MagicAction = 'register' | 'log-in';
 
@@ -53,6 +54,7 @@ export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: Magi
       // HBP's locals: `action` is shown in the text, `action_url` goes into the link.
       action: input.action === 'register' ? 'register' : 'log in',
       action_url: input.action,
+      locale: await accountLocale(tx, input.accountId),
     },
     headers: { 'X-Token': token },
   });
@@ -86,6 +88,7 @@ export async function registerWithMagicLink(
       roles,
       userData,
     });
+    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
     const profile = await loadProfile(tx, accountId);
     const user = publicUser(profile as NonNullable<typeof profile>);
     await issueMagicLink(ctx, tx, {

@@ -15,6 +15,7 @@ import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../../aut
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../links.ts';
+import { accountLocale } from '../mail-store.ts';
 
 /** POST /auth/change-password/request. */
 export function requestPasswordReset(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
@@ -38,6 +39,7 @@ export function requestPasswordReset(ctx: AppContext, input: { email: string; re
           url: ctx.config.SERVER_URL,
           ticket,
           link: appLink(ctx.config, input.redirectTo, { ticket, type: 'password-reset' }),
+          locale: await accountLocale(tx, account.id),
         },
         headers: { 'X-Ticket': ticket },
       });

@@ -1,6 +1,7 @@
 /**
- * The pending address of a verified email change, kept in HBP's `auth.accounts.new_email` column so
- * Hasura clients that read it keep working. The ticket's payload is what the change uses.
+ * What the email flows keep on accounts besides the accounts store: the pending address of a verified
+ * email change (HBP's `new_email` column, so Hasura clients that read it keep working; the ticket's
+ * payload is what the change uses) and the locale emails are written in.
  */
 import type { Queryable } from '../db/database.ts';
 import { UniqueViolation } from '../db/database.ts';
@@ -33,4 +34,22 @@ export async function releaseStalePendingEmail(db: Queryable, email: string, now
            WHERE t.account_id = a.id AND t.purpose = 'email-change' AND t.used_at IS NULL AND t.expires_at > $2)`,
     [email, now],
   );
+}
+
+/** Records the locale of an account's emails (checked by the route schema and the column's CHECK). */
+export async function setAccountLocale(db: Queryable, accountId: string, locale: string): Promise<void> {
+  await db.query('SetAccountLocale', 'UPDATE auth.accounts SET locale = $2 WHERE id = $1', [
+    accountId,
+    locale,
+  ]);
+}
+
+/** The locale of an account's emails, or undefined for the default templates. */
+export async function accountLocale(db: Queryable, accountId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ locale: string | null }>(
+    'AccountLocale',
+    'SELECT locale FROM auth.accounts WHERE id = $1',
+    [accountId],
+  );
+  return rows[0]?.locale ?? undefined;
 }
