@@ -118,6 +118,24 @@ for (const kind of dbKinds()) {
       assert.match(res.headers.location as string, /^http:\/\/localhost:5173\/cb\?refresh_token=/);
     });
 
+    it('hands an account with MFA an mfa-login ticket instead of a session', async () => {
+      await createAccount(t, { email: 'mfa@example.com' });
+      await t.ctx.db.query(
+        'T',
+        `UPDATE auth.accounts SET mfa_enabled = true WHERE email = 'mfa@example.com'`,
+      );
+      await post('/auth/login', { email: 'mfa@example.com' });
+      await t.ctx.mailer.idle();
+      const link = findLink(t.smtp.last('mfa@example.com').text, '/auth/magic-link');
+      const res = await t.app.inject({ method: 'GET', url: pathOf(link) });
+      assert.equal(res.statusCode, 302);
+      const to = new URL(res.headers.location as string);
+      assert.equal(to.searchParams.get('mfa'), 'true');
+      assert.match(to.searchParams.get('ticket') as string, /^[0-9a-f-]{36}$/);
+      assert.equal(to.searchParams.get('refresh_token'), null);
+      assert.equal(res.headers['set-cookie'], undefined);
+    });
+
     it('answers 400 for a malformed token or action', async () => {
       for (const q of [
         'token=abc&action=log-in',
@@ -164,6 +182,32 @@ for (const kind of dbKinds()) {
     });
   });
 }
+
+describe('email routes in the OpenAPI document', () => {
+  it('lists every email-flow route when their settings are on', async () => {
+    const t = await buildMailApp('pglite', {
+      MAGIC_LINK_ENABLED: true,
+      VERIFY_EMAILS: true,
+      LOST_PASSWORD_ENABLED: true,
+      AUTO_ACTIVATE_NEW_USERS: false,
+    });
+    try {
+      const paths = Object.keys((await t.app.inject({ method: 'GET', url: '/openapi.json' })).json().paths);
+      for (const p of [
+        '/auth/magic-link',
+        '/auth/activate/resend',
+        '/auth/change-email/request',
+        '/auth/change-email/change',
+        '/auth/change-password/request',
+        '/auth/change-password/change',
+      ]) {
+        assert.ok(paths.includes(p), p);
+      }
+    } finally {
+      await t.close();
+    }
+  });
+});
 
 describe('magic links switched off', () => {
   it('returns 404 for /auth/magic-link and requires a password when MAGIC_LINK_ENABLED is false', async () => {

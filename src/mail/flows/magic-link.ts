@@ -75,7 +75,8 @@ export async function registerWithMagicLink(
 ): Promise<{ user: PublicUser }> {
   requireEmails(ctx);
   assertEmailDomain(ctx, input.email);
-  if (await findAccountByEmail(ctx.db, input.email)) throw new AppError('ACCOUNT_EXISTS');
+  const existing = await findAccountByEmail(ctx.db, input.email);
+  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
   const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
   const userData = { display_name: input.email, ...(input.userData ?? {}) };
   return ctx.db.transaction(async (tx) => {
