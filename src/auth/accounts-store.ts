@@ -130,7 +130,8 @@ export async function insertAccount(
   for (const role of input.roles) {
     await tx.query(
       'InsertAccountRole',
-      'INSERT INTO auth.account_roles (account_id, role) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+      // clock_timestamp() advances within the transaction, so roles read back in the order given.
+      'INSERT INTO auth.account_roles (account_id, role, created_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT DO NOTHING',
       [accountId, role],
     );
   }

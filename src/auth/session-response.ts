@@ -25,13 +25,17 @@ export function clearSessionCookies(reply: FastifyReply, config: Config): void {
   reply.clearCookie(PERMISSION_COOKIE, opts);
 }
 
-/** Applies the cookie rule and returns the JSON body. */
+/**
+ * Applies the cookie rule and returns the JSON body. `leaveCookies` (a refresh by query parameter) returns
+ * the token in the body without touching cookies the client may hold for another sign-in.
+ */
 export function sendSession(
   reply: FastifyReply,
   config: Config,
   session: Session,
   useCookie: boolean,
   now: Date,
+  opts: { leaveCookies?: boolean } = {},
 ): SessionBody {
   const body: SessionBody = {
     jwt_token: session.access.token,
@@ -41,7 +45,7 @@ export function sendSession(
   if (useCookie) {
     setSessionCookies(reply, config, session, now);
   } else {
-    clearSessionCookies(reply, config);
+    if (!opts.leaveCookies) clearSessionCookies(reply, config);
     body.refresh_token = session.refreshToken;
   }
   return body;

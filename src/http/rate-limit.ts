@@ -178,7 +178,11 @@ export const rateLimitPlugin = fp(
     const { config } = opts.ctx;
     let store: CounterStore | undefined;
     if (config.RATE_LIMIT_ENABLED) {
-      store = opts.store ?? (config.REDIS_URL ? new RedisStore(config.REDIS_URL) : new MemoryStore());
+      store =
+        opts.store ??
+        (config.REDIS_URL
+          ? new RedisStore(config.REDIS_URL)
+          : new MemoryStore(() => opts.ctx.clock.now().getTime()));
       const owned = !opts.store;
       app.addHook('onClose', async () => {
         if (owned) await store?.close();
@@ -189,7 +193,11 @@ export const rateLimitPlugin = fp(
     if (!store) return;
     const s = store;
     app.addHook('onRequest', async (request, reply) => {
-      if (UNLIMITED.has(pathOf(request))) return;
+      if (
+        UNLIMITED.has(pathOf(request)) ||
+        (request.routeOptions.config as { rateLimit?: unknown } | undefined)?.rateLimit === false
+      )
+        return;
       let c: Count | undefined;
       try {
         c = await s.increment(`global:${request.ip}`, config.TIME_FRAME);

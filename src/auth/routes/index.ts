@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
 import { ensureAuthSchema } from '../startup.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
@@ -20,6 +21,10 @@ import { tokenRevokeRoute } from './token-revoke.ts';
 export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const c = opts.ctx.config;
   await ensureAuthSchema(opts.ctx);
+  // Unknown and switched-off /auth paths answer inside this group, so they carry its no-cache headers too.
+  app.setNotFoundHandler(async () => {
+    throw new AppError('NOT_FOUND');
+  });
   await app.register(registerRoute, opts);
   await app.register(loginRoute, opts);
   await app.register(logoutRoute, opts);

@@ -35,7 +35,8 @@ export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: Ap
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
       const session = await refreshSession(ctx, token.value);
-      return sendSession(reply, c, session, token.source === 'cookie', ctx.clock.now());
+      const fromCookie = token.source === 'cookie';
+      return sendSession(reply, c, session, fromCookie, ctx.clock.now(), { leaveCookies: !fromCookie });
     },
   );
 }

@@ -1,0 +1,125 @@
+/**
+ * The shared security cases for protected routes (ARCHITECTURE §5): no token, an expired token, a wrong
+ * signature, `alg: none`, a different algorithm, a malformed Authorization header, and a token whose
+ * account has been deleted. Every suite with protected routes calls `securityCases` for each of them.
+ */
+import assert from 'node:assert/strict';
+import { createPublicKey, createSecretKey } from 'node:crypto';
+import { it } from 'node:test';
+import { SignJWT } from 'jose';
+import type { TestApp } from '../helpers/app.ts';
+
+export interface ProtectedRoute {
+  method: 'GET' | 'POST' | 'DELETE';
+  url: string;
+  /** A body that would be valid for a signed-in caller. */
+  payload?: unknown;
+  /** Statuses the route may answer for a caller who is not (validly) signed in. Default [401]. */
+  expect?: number[];
+}
+
+export interface SecurityContext {
+  app: () => TestApp;
+  /** A valid access token for a live account, and the account's user id. */
+  validToken: () => Promise<{ jwt: string; userId: string }>;
+}
+
+const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+
+function claimsOf(jwt: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(jwt.split('.')[1] as string, 'base64url').toString());
+}
+
+/** Signs claims with the app's own key, at a chosen time. */
+async function signAt(
+  t: TestApp,
+  claims: Record<string, unknown>,
+  iat: number,
+  exp: number,
+  alg?: string,
+  key?: unknown,
+) {
+  const k = t.ctx.keys;
+  const header: { alg: string; kid?: string } = { alg: alg ?? k.algorithm };
+  if (!alg && k.kid) header.kid = k.kid;
+  const { iat: _i, exp: _e, ...rest } = claims;
+  return new SignJWT(rest)
+    .setProtectedHeader(header)
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .sign((key ?? k.signingKey) as Parameters<SignJWT['sign']>[0]);
+}
+
+/** Tokens that must never authenticate, built from a valid one. */
+export async function forgedTokens(t: TestApp, valid: string): Promise<Record<string, string>> {
+  const claims = claimsOf(valid);
+  const now = Math.floor(t.clock.now().getTime() / 1000);
+  const [h, p, s] = valid.split('.') as [string, string, string];
+  const flipped = (s[0] === 'A' ? 'B' : 'A') + s.slice(1);
+  const other = t.ctx.keys.algorithm.startsWith('HS')
+    ? // The same secret under another HS algorithm: verification is pinned to one algorithm.
+      await signAt(t, claims, now, now + 600, t.ctx.keys.algorithm === 'HS256' ? 'HS512' : 'HS256')
+    : // The classic confusion: HS256 keyed with the public key's PEM.
+      await signAt(
+        t,
+        claims,
+        now,
+        now + 600,
+        'HS256',
+        createSecretKey(
+          Buffer.from(
+            createPublicKey(t.ctx.keys.signingKey).export({ format: 'pem', type: 'spki' }) as string,
+          ),
+        ),
+      );
+  return {
+    expired: await signAt(t, claims, now - 3600, now - 60),
+    'wrong signature': `${h}.${p}.${flipped}`,
+    'alg none': `${b64({ alg: 'none', typ: 'JWT' })}.${p}.`,
+    'wrong algorithm': other,
+    'foreign key': await signAt(
+      t,
+      claims,
+      now,
+      now + 600,
+      'HS256',
+      createSecretKey(Buffer.from('x'.repeat(64))),
+    ),
+  };
+}
+
+/** Registers the shared cases for one protected route (call inside a describe). */
+export function securityCases(route: ProtectedRoute, sc: SecurityContext): void {
+  const expected = route.expect ?? [401];
+  const call = (headers: Record<string, string>) =>
+    sc.app().app.inject({ method: route.method, url: route.url, payload: route.payload as never, headers });
+  const label = `${route.method} ${route.url}`;
+
+  it(`${label} answers 401 without a token`, async () => {
+    const res = await call({});
+    assert.ok(expected.includes(res.statusCode), `${res.statusCode} ${res.body}`);
+    assert.equal(res.json().statusCode, res.statusCode);
+  });
+
+  for (const name of ['expired', 'wrong signature', 'alg none', 'wrong algorithm', 'foreign key']) {
+    it(`${label} answers 401 to a token with ${name === 'expired' ? 'an expired lifetime' : `a ${name}`}`, async () => {
+      const { jwt } = await sc.validToken();
+      const forged = (await forgedTokens(sc.app(), jwt))[name] as string;
+      const res = await call({ authorization: `Bearer ${forged}` });
+      assert.ok(expected.includes(res.statusCode), `${res.statusCode} ${res.body}`);
+    });
+  }
+
+  it(`${label} answers 401 to a malformed Authorization header`, async () => {
+    const { jwt } = await sc.validToken();
+    const res = await call({ authorization: `Token ${jwt}` });
+    assert.ok(expected.includes(res.statusCode), `${res.statusCode} ${res.body}`);
+  });
+
+  it(`${label} answers 401 once the account is deleted (revoked)`, async () => {
+    const { jwt, userId } = await sc.validToken();
+    await sc.app().ctx.db.query('test-delete-user', 'DELETE FROM public.users WHERE id = $1', [userId]);
+    const res = await call({ authorization: `Bearer ${jwt}` });
+    assert.ok(expected.includes(res.statusCode), `${res.statusCode} ${res.body}`);
+  });
+}
