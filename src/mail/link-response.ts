@@ -1,11 +1,11 @@
 /**
  * How a followed email link (activation, magic link) answers. Success: 302 to `redirect_to` (kept in the
  * ticket) or REDIRECT_URL_SUCCESS with `refresh_token` added, the session cookies set unless
- * `cookie=false` (which clears them, as HBP did). With neither target configured (a development set-up) the session is answered as
+ * `cookie=false` (which leaves cookies untouched). With neither target configured (a development set-up) the session is answered as
  * JSON instead, so the link still visibly works. Failure: 302 to REDIRECT_URL_ERROR, else 401.
  */
 import type { FastifyReply } from 'fastify';
-import { clearSessionCookies, sendSession, setSessionCookies } from '../auth/session-response.ts';
+import { sendSession, setSessionCookies } from '../auth/session-response.ts';
 import type { Session } from '../auth/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
@@ -30,7 +30,6 @@ export function linkSucceeded(
   const now = ctx.clock.now();
   if (!target) return reply.code(200).send(sendSession(reply, ctx.config, outcome.session, useCookie, now));
   if (useCookie) setSessionCookies(reply, ctx.config, outcome.session, now);
-  else clearSessionCookies(reply, ctx.config);
   return reply.redirect(withParams(target, { refresh_token: outcome.session.refreshToken }), 302);
 }
 
