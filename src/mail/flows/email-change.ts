@@ -66,6 +66,7 @@ export async function confirmEmailChange(ctx: AppContext, ticket: string): Promi
     if (!used || typeof newEmail !== 'string') throw new AppError('INVALID_TICKET');
     const account = await findAccountById(tx, used.accountId);
     if (!account) throw new AppError('INVALID_TICKET');
+    await releaseStalePendingEmail(tx, newEmail, now);
     if (await emailTaken(tx, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
     await setEmail(tx, account.id, newEmail);
     const oldEmail = account.email;
