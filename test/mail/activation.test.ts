@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { tempDir } from '../helpers/app.ts';
+import { simpleParser } from 'mailparser';
+import { buildTestApp, tempDir } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { findLink } from '../helpers/smtp.ts';
 import { buildMailApp, liveTickets, type MailTestApp } from './fixtures.ts';
@@ -227,4 +228,32 @@ describe('HBP-style template folder and locales, end to end', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('the newcomer path on embedded defaults (no SMTP_HOST: the outbox)', () => {
+  for (const kind of dbKinds()) {
+    it(`registers, finds the activation link in DATA_DIR/outbox, activates and logs in [${kind}]`, async () => {
+      const t = await buildTestApp(kind, { AUTO_ACTIVATE_NEW_USERS: false, RATE_LIMIT_ENABLED: false });
+      try {
+        assert.equal(t.ctx.mailer.mode, 'outbox');
+        const credentials = { email: 'newcomer@example.com', password: 'correct horse' };
+        const reg = await t.app.inject({ method: 'POST', url: '/auth/register', payload: credentials });
+        assert.equal(reg.statusCode, 200);
+        const outbox = path.join(t.dataDir, 'outbox');
+        const files = readdirSync(outbox).filter((f) => f.endsWith('.eml'));
+        assert.equal(files.length, 1);
+        const mail = await simpleParser(readFileSync(path.join(outbox, files[0] as string)));
+        const link = findLink(mail.text ?? '', '/auth/activate');
+        assert.equal(link.origin, 'http://localhost:3000', 'SERVER_URL default');
+        const activated = await t.app.inject({ method: 'GET', url: pathOf(link) });
+        assert.equal(activated.statusCode, 200, 'no REDIRECT_URL_SUCCESS: the session as JSON');
+        assert.equal(activated.json().user.email, credentials.email);
+        const login = await t.app.inject({ method: 'POST', url: '/auth/login', payload: credentials });
+        assert.equal(login.statusCode, 200, login.body);
+        assert.ok(login.json().jwt_token);
+      } finally {
+        await t.close();
+      }
+    });
+  }
 });
