@@ -5,7 +5,7 @@
  *   DATA_DIR/outbox and an info log line carrying the action link, so every flow can be clicked
  *   through on embedded defaults;
  * - `disabled`: EMAILS_ENABLED=false; `send` refuses with EMAILS_DISABLED.
- * A transport failure becomes EMAIL_UNAVAILABLE (503) so callers can undo their writes (see flows.ts).
+ * A transport failure becomes EMAIL_UNAVAILABLE (503) so callers can undo their writes (see flows/).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';

@@ -229,3 +229,23 @@ describe('magic links switched off', () => {
     }
   });
 });
+
+describe('magic links without emails', () => {
+  it('answers 503 EMAILS_DISABLED to password-less register and login when EMAILS_ENABLED is false', async () => {
+    const t = await buildMailApp('pglite', { MAGIC_LINK_ENABLED: true, EMAILS_ENABLED: false });
+    try {
+      for (const url of ['/auth/register', '/auth/login']) {
+        const res = await t.app.inject({ method: 'POST', url, payload: { email: 'quiet@example.com' } });
+        assert.equal(res.statusCode, 503, url);
+        assert.equal(res.json().code, 'EMAILS_DISABLED');
+      }
+      const { rows } = await t.ctx.db.query(
+        'T',
+        `SELECT 1 FROM auth.accounts WHERE email = 'quiet@example.com'`,
+      );
+      assert.equal(rows.length, 0);
+    } finally {
+      await t.close();
+    }
+  });
+});
