@@ -6,10 +6,10 @@ import { randomUUID } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { AppContext } from './context.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
@@ -20,6 +20,8 @@ import { storageRoutes } from './storage/routes/index.ts';
 export interface BuildOptions {
   /** A pino logger to use, or false for none (tests). Default: a new logger at LOG_LEVEL. */
   logger?: FastifyBaseLogger | false;
+  /** Sees every route as it is registered (tests compare the routes with /openapi.json). */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export const REDACT = [
@@ -50,9 +52,11 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     requestIdHeader: false,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true },
     return503OnClosing: true,
+    frameworkErrors,
     forceCloseConnections: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
   app.setValidatorCompiler(validatorCompiler);
   installErrorHandling(app);
   app.addHook('onRequest', async (request, reply) => {

@@ -633,11 +633,19 @@ export class ConfigError extends Error {
   }
 }
 
-/** Reads `.env` in `dir` (if present) under the real environment, which wins. */
+/**
+ * The environment with the optional files of `dir` beneath it: `.env`, then `.env.<NODE_ENV>` over it
+ * (HBP read `.env.<NODE_ENV>` alone outside production). The real environment always wins.
+ */
 export function readEnv(env: Env = process.env, dir = process.cwd()): Env {
-  const file = path.join(dir, '.env');
-  if (!existsSync(file)) return { ...env };
-  return { ...parseDotenv(readFileSync(file)), ...env };
+  const read = (file: string): Env => {
+    const full = path.join(dir, file);
+    return existsSync(full) ? parseDotenv(readFileSync(full)) : {};
+  };
+  const base = read('.env');
+  const nodeEnv = env['NODE_ENV'] ?? base['NODE_ENV'];
+  const specific = nodeEnv && /^[\w-]+$/.test(nodeEnv) ? read(`.env.${nodeEnv}`) : {};
+  return { ...base, ...specific, ...env };
 }
 
 /**
@@ -653,25 +661,29 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
       continue;
     }
     const present = [name, ...(setting.aliases ?? [])].filter((n) => env[n] !== undefined && env[n] !== '');
-    const values = new Set(present.map((n) => env[n]));
-    if (values.size > 1) {
-      problems.push(`${present.join(' and ')} are both set, to different values; set only ${name}`);
-      continue;
-    }
-    const used = present[0];
-    if (used === undefined) {
+    if (present.length === 0) {
       out[name] =
         typeof setting.default === 'function'
           ? (setting.default as (c: Partial) => unknown)(out)
           : setting.default;
       continue;
     }
-    try {
-      out[name] = setting.parse(env[used] as string);
-    } catch (e) {
-      if (!(e instanceof Invalid)) throw e;
-      problems.push(`${used} ${e.message}`);
+    const parsed: unknown[] = [];
+    for (const n of present) {
+      try {
+        parsed.push(setting.parse(env[n] as string));
+      } catch (e) {
+        if (!(e instanceof Invalid)) throw e;
+        problems.push(`${n} ${e.message}`);
+      }
     }
+    if (parsed.length < present.length) continue;
+    // An alias may repeat the setting (`AUTH_ENABLE=true` with `AUTH_ENABLED=TRUE`), never contradict it.
+    if (new Set(parsed.map((v) => JSON.stringify(v))).size > 1) {
+      problems.push(`${present.join(' and ')} are both set, to different values; set only ${name}`);
+      continue;
+    }
+    out[name] = parsed[0];
   }
   for (const key of Object.keys(overrides)) {
     if (!(key in SETTINGS)) problems.push(`unknown setting ${key}`);
@@ -697,6 +709,18 @@ function crossChecks(c: Partial, problems: string[]): void {
     }
   }
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  // Allowed origins get credentialed access, so each must name a scheme and a host: a bare `*` (or
+  // `https://*`) would hand any site the signed-in user's session, as HBP did.
+  for (const o of c.CORS_ORIGINS as string[]) {
+    if (
+      !/^https?:\/\/[A-Za-z0-9*.-]*[A-Za-z0-9-]\.[A-Za-z0-9-]+(:(\d+|\*))?$|^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:(\d+|\*))?$/.test(
+        o,
+      )
+    )
+      problems.push(
+        `CORS_ORIGINS entry "${o}" is not an origin such as https://app.example.com, https://*.example.com or http://localhost:*`,
+      );
+  }
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');

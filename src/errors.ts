@@ -13,6 +13,7 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, message: 'Not Found' },
   ROUTE_DISABLED: { status: 404, message: 'Not Found' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed.' },
+  URI_TOO_LONG: { status: 414, message: 'A path parameter of the request is too long.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is too large.' },
   RATE_LIMITED: { status: 429, message: 'You are being rate limited.' },

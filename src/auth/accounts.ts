@@ -22,7 +22,7 @@ import {
 import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
-import { endAllSessions, issueSession, publicUser, type Session } from './sessions.ts';
+import { endAllSessions, familyOfAccessToken, issueSession, publicUser, type Session } from './sessions.ts';
 import { consumeTicket, issueTicket, retireTickets } from './tickets-store.ts';
 
 /** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
@@ -229,13 +229,14 @@ export async function callerAccount(ctx: AppContext, userId: string): Promise<Ac
 
 /**
  * Changes the caller's password. The current password is required when the account has one. Every other
- * session of the account ends (HBP kept them all, so a thief stayed signed in); `keepFamily` is the
- * caller's own sign-in when known.
+ * session of the account ends in the same transaction (HBP kept them all, so a thief stayed signed in).
+ * The caller's own sign-in is `keepFamily` when its refresh cookie came along, else the one its access
+ * token was issued with (`tokenIat`).
  */
 export async function changePassword(
   ctx: AppContext,
   userId: string,
-  input: { oldPassword?: string; newPassword: string; keepFamily?: string },
+  input: { oldPassword?: string; newPassword: string; keepFamily?: string; tokenIat?: number },
 ): Promise<void> {
   const account = await callerAccount(ctx, userId);
   if (account.password_hash !== null) {
@@ -247,10 +248,15 @@ export async function changePassword(
   await checkBreached(ctx.config, input.newPassword);
   const hash = await hashPassword(ctx.config, input.newPassword);
   await ctx.db.transaction(async (tx) => {
+    const keep =
+      input.keepFamily ??
+      (input.tokenIat === undefined
+        ? undefined
+        : await familyOfAccessToken(ctx, account.id, input.tokenIat, tx));
     await setPasswordHash(tx, account.id, hash);
     await retireTickets(tx, ctx.clock.now(), account.id, 'password-reset');
+    await endAllSessions(ctx, account.id, keep, tx);
   });
-  await endAllSessions(ctx, account.id, input.keepFamily);
 }
 
 /** Direct email change (VERIFY_EMAILS=false). */

@@ -97,3 +97,20 @@ export async function countAccountSessions(db: Queryable, accountId: string, now
   );
   return Number(rows[0]?.n ?? 0);
 }
+
+/** Families of an account with a live token created within the second starting at `second`. */
+export async function familiesIssuedAt(
+  db: Queryable,
+  accountId: string,
+  second: Date,
+  now: Date,
+): Promise<string[]> {
+  const { rows } = await db.query<{ family_id: string }>(
+    'FamiliesIssuedAt',
+    `SELECT DISTINCT family_id FROM auth.session_tokens
+      WHERE account_id = $1 AND created_at >= $2 AND created_at < $2::timestamptz + interval '1 second'
+        AND expires_at > $3`,
+    [accountId, second, now],
+  );
+  return rows.map((r) => r.family_id);
+}

@@ -16,6 +16,7 @@ import {
   deleteAccountSessions,
   deleteExpiredSessions,
   deleteFamily,
+  familiesIssuedAt,
   findSessionToken,
   insertSessionToken,
   markRotated,
@@ -43,7 +44,7 @@ export function publicUser(profile: AccountProfile): PublicUser {
 }
 
 /** An access token for the account as it is now (roles and custom fields re-read). */
-export async function accessTokenFor(ctx: AppContext, profile: AccountProfile) {
+export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, now = ctx.clock.now()) {
   const vars = permissionVariables(
     {
       userId: profile.user.id,
@@ -53,7 +54,7 @@ export async function accessTokenFor(ctx: AppContext, profile: AccountProfile) {
     },
     ctx.config.JWT_CUSTOM_FIELDS,
   );
-  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, ctx.clock.now()) };
+  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now) };
 }
 
 /**
@@ -81,7 +82,8 @@ export async function issueSession(
     createdAt: now,
     expiresAt: refreshExpiresAt,
   });
-  const { vars, access } = await accessTokenFor(ctx, profile);
+  // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
+  const { vars, access } = await accessTokenFor(ctx, profile, now);
   return {
     accountId,
     familyId,
@@ -136,11 +138,28 @@ export async function endSession(ctx: AppContext, presented: string): Promise<bo
   return true;
 }
 
+/**
+ * The sign-in an access token came from, for callers that present only the token. Access-token claims
+ * are fixed by HBP (no session id), but a session's token row and its JWT share their issue time, so the
+ * family whose token was created in the JWT's `iat` second is the caller's. Undefined when that is not
+ * exactly one family.
+ */
+export async function familyOfAccessToken(
+  ctx: AppContext,
+  accountId: string,
+  iat: number,
+  db: Queryable = ctx.db,
+): Promise<string | undefined> {
+  const families = await familiesIssuedAt(db, accountId, new Date(iat * 1000), ctx.clock.now());
+  return families.length === 1 ? families[0] : undefined;
+}
+
 /** Ends every session of an account, optionally keeping one sign-in. */
 export async function endAllSessions(
   ctx: AppContext,
   accountId: string,
   keepFamily?: string,
+  db: Queryable = ctx.db,
 ): Promise<number> {
-  return deleteAccountSessions(ctx.db, accountId, keepFamily);
+  return deleteAccountSessions(db, accountId, keepFamily);
 }

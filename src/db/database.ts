@@ -3,7 +3,9 @@
  * errors say what ran; PostgreSQL errors are translated here (unique violations become `UniqueViolation`)
  * so domain code never inspects SQLSTATEs.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { citext } from '@electric-sql/pglite/contrib/citext';
 import { pgcrypto } from '@electric-sql/pglite/contrib/pgcrypto';
@@ -135,16 +137,83 @@ export function openPostgres(url: string, poolSize = 10): Database {
   };
 }
 
+/** The embedded database's folder is used by another live process (or already open in this one). */
+export class DatabaseInUse extends Error {
+  constructor(dir: string, holder: string) {
+    super(
+      `the embedded database in ${dir} is in use by ${holder}; run one instance per DATA_DIR, or set DATABASE_URL to share a PostgreSQL`,
+    );
+    this.name = 'DatabaseInUse';
+  }
+}
+
+const heldLocks = new Set<string>();
+
 /**
- * Embedded PostgreSQL in `dir` (or in memory when `dir` is undefined). `loadDataDir` starts from a
- * dump made by `dumpPglite` (tests use it to skip initdb).
+ * PGlite is PostgreSQL in one process: two processes on one data folder would corrupt it, and PGlite
+ * does not stop the second. `<dir>.lock` holds the owner's pid and host; a lock whose process is gone
+ * (a crash), or that names this very pid (a restarted container reuses pids) or another host (a new
+ * container on the same volume), is stale and taken over.
+ */
+function lockDataDir(dir: string): () => void {
+  const file = `${path.resolve(dir)}.lock`;
+  if (heldLocks.has(file)) throw new DatabaseInUse(dir, 'this process');
+  const mine = `${process.pid}@${hostname()}`;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(file, mine, { flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
+      const holder = readFileSync(file, 'utf8').trim();
+      const [pid, host] = holder.split('@');
+      if (host === hostname() && Number(pid) !== process.pid && isAlive(Number(pid))) {
+        throw new DatabaseInUse(dir, `process ${pid}`);
+      }
+      rmSync(file, { force: true });
+    }
+  }
+  heldLocks.add(file);
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    heldLocks.delete(file);
+    rmSync(file, { force: true });
+  };
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: the process exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Embedded PostgreSQL in `dir` (or in memory when `dir` is undefined), locked against a second process.
+ * `loadDataDir` starts from a dump made by `dump()` (tests use it to skip initdb).
  */
 export async function openPglite(
   dir: string | undefined,
   loadDataDir?: Blob,
 ): Promise<Database & { dump(): Promise<Blob> }> {
-  if (dir) mkdirSync(dir, { recursive: true });
-  const db = await PGlite.create(dir, { extensions: { citext, pgcrypto }, loadDataDir });
+  let unlock = () => {};
+  if (dir) {
+    mkdirSync(dir, { recursive: true });
+    unlock = lockDataDir(dir);
+  }
+  let db: PGlite;
+  try {
+    db = await PGlite.create(dir, { extensions: { citext, pgcrypto }, loadDataDir });
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   const q = wrap(
     (sql, params) => db.query(sql, params as unknown[]),
     (sql) => db.exec(sql),
@@ -168,7 +237,11 @@ export async function openPglite(
       await db.query('select 1');
     },
     async close() {
-      if (!db.closed) await db.close();
+      try {
+        if (!db.closed) await db.close();
+      } finally {
+        unlock();
+      }
     },
     dump: () => db.dumpDataDir('none'),
   };

@@ -13,6 +13,8 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Arbitrary constant shared by every Gatehouse instance: "gatehouse" in ASCII, truncated to int8. */
 const LOCK_KEY = 0x67617465686f7573n;
 
+const MIN_SERVER_VERSION = 130000;
+
 export interface Migration {
   id: number;
   name: string;
@@ -37,6 +39,15 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
 
 /** Brings the schema up to date; returns the names of the migrations it applied. */
 export async function migrate(db: Database, migrations = loadMigrations()): Promise<string[]> {
+  const { rows: version } = await db.query<{ v: string }>(
+    'server-version',
+    "SELECT current_setting('server_version_num') AS v",
+  );
+  if (Number(version[0]?.v) < MIN_SERVER_VERSION) {
+    throw new Error(
+      `PostgreSQL 13 or newer is required (this server is ${version[0]?.v}); gen_random_uuid() is built in from 13`,
+    );
+  }
   return db.transaction(async (tx) => {
     await tx.query('migrate-lock', 'SELECT pg_advisory_xact_lock($1)', [LOCK_KEY.toString()]);
     await tx.exec(`

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { errorBody } from '../errors.ts';
+import { ErrorBodySchema } from './error-handler.ts';
 
 /** Extra readiness checks that features register (the object store, for instance). */
 export type ReadinessCheck = { name: string; check: () => Promise<void> };
@@ -14,7 +15,11 @@ export async function healthRoutes(
   app.get(
     '/health',
     {
-      schema: { ...hide, summary: 'Liveness (204, no body)', response: { 204: { type: 'null' } } },
+      schema: {
+        ...hide,
+        summary: 'Liveness (204, no body)',
+        response: { 204: { description: 'The process is up.', type: 'null' } },
+      },
       config: { rateLimit: false },
     },
     async (_req, reply) => reply.code(204).send(),
@@ -22,7 +27,11 @@ export async function healthRoutes(
   app.get(
     '/healthz',
     {
-      schema: { ...hide, summary: 'Liveness, HBP form (200 OK)', response: { 200: { type: 'string' } } },
+      schema: {
+        ...hide,
+        summary: 'Liveness, HBP form (200 OK)',
+        response: { 200: { description: 'The text `OK`.', type: 'string' } },
+      },
       config: { rateLimit: false },
     },
     async (_req, reply) => reply.type('text/plain; charset=utf-8').send('OK'),
@@ -33,7 +42,10 @@ export async function healthRoutes(
       schema: {
         ...hide,
         summary: 'Readiness: 204 when the database and object store answer, else 503',
-        response: { 204: { type: 'null' }, 503: { type: 'object', additionalProperties: true } },
+        response: {
+          204: { description: 'Every dependency answers.', type: 'null' },
+          503: { ...ErrorBodySchema, description: 'A dependency is down; the message names it.' },
+        },
       },
       config: { rateLimit: false },
     },
@@ -56,12 +68,37 @@ export async function healthRoutes(
       if (failed.length === 0) return reply.code(204).send();
       return reply
         .code(503)
-        .send(errorBody(503, 'SERVICE_UNAVAILABLE', `Unavailable: ${failed.sort().join(', ')}.`));
+        .send(
+          errorBody(
+            503,
+            'SERVICE_UNAVAILABLE',
+            `Unavailable: ${failed.sort().join(', ')}.`,
+            String(request.id),
+          ),
+        );
     },
   );
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
     version: string;
   };
   const version = { version: `v${pkg.version}` };
-  app.get('/version', { schema: { ...hide, summary: 'Service version' } }, async () => version);
+  app.get(
+    '/version',
+    {
+      schema: {
+        ...hide,
+        summary: 'Service version',
+        response: {
+          200: {
+            description: 'The running version.',
+            type: 'object',
+            properties: { version: { type: 'string' } },
+            required: ['version'],
+            additionalProperties: false,
+          },
+        },
+      },
+    },
+    async () => version,
+  );
 }

@@ -22,6 +22,24 @@ export function wildcardMatcher(patterns: readonly string[]): (value: string) =>
   return (value) => res.some((re) => re.test(value));
 }
 
+/**
+ * For CORS: like `wildcardMatcher`, but `*` matches only host-name characters (letters, digits, `-`,
+ * `.`), so `https://*.example.com` or `http://localhost:*` can never match across a `:` or `/`.
+ */
+export function originMatcher(patterns: readonly string[]): (origin: string) => boolean {
+  const res = patterns.map(
+    (p) =>
+      new RegExp(
+        `^${p
+          .split('*')
+          .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
+          .join('[A-Za-z0-9.-]*')}$`,
+        'i',
+      ),
+  );
+  return (origin) => res.some((re) => re.test(origin));
+}
+
 const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;
 
 export async function installSecurity(app: FastifyInstance, config: Config): Promise<void> {
@@ -37,7 +55,7 @@ export async function installSecurity(app: FastifyInstance, config: Config): Pro
 
   const allowed =
     config.CORS_ORIGINS.length > 0
-      ? wildcardMatcher(config.CORS_ORIGINS)
+      ? originMatcher(config.CORS_ORIGINS)
       : config.isProduction
         ? () => false
         : (o: string) => LOCALHOST.test(o);

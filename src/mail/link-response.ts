@@ -1,8 +1,9 @@
 /**
  * How a followed email link (activation, magic link) answers. Success: 302 to `redirect_to` (kept in the
  * ticket) or REDIRECT_URL_SUCCESS with `refresh_token` added, the session cookies set unless
- * `cookie=false` (which leaves cookies untouched). With neither target configured (a development set-up) the session is answered as
- * JSON instead, so the link still visibly works. Failure: 302 to REDIRECT_URL_ERROR, else 401.
+ * `cookie=false` (which leaves cookies untouched). With neither target configured outside production
+ * (a development set-up) the session is answered as JSON instead, so the link still visibly works.
+ * Failure: 302 to REDIRECT_URL_ERROR, else 401.
  */
 import type { FastifyReply } from 'fastify';
 import { sendSession, setSessionCookies } from '../auth/session-response.ts';
@@ -14,6 +15,15 @@ import { withParams } from './links.ts';
 export type LinkOutcome =
   | { kind: 'session'; session: Session; redirectTo?: string }
   | { kind: 'mfa'; ticket: string; redirectTo?: string };
+
+/**
+ * In production an emailed link must land on the app: without REDIRECT_URL_SUCCESS the link answers
+ * 500 naming the setting, checked before the ticket is spent so it still works once the setting is fixed.
+ */
+export function assertLinkTargetConfigured(ctx: AppContext): void {
+  if (ctx.config.isProduction && !ctx.config.REDIRECT_URL_SUCCESS)
+    throw new AppError('REDIRECT_NOT_CONFIGURED');
+}
 
 export function linkSucceeded(
   ctx: AppContext,

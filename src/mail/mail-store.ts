@@ -36,19 +36,21 @@ export async function releaseStalePendingEmail(db: Queryable, email: string, now
   );
 }
 
-/** Records the locale of an account's emails (checked by the route schema and the column's CHECK). */
+/** Records the locale of an account's emails (checked by the route schema and the table's CHECK). */
 export async function setAccountLocale(db: Queryable, accountId: string, locale: string): Promise<void> {
-  await db.query('SetAccountLocale', 'UPDATE auth.accounts SET locale = $2 WHERE id = $1', [
-    accountId,
-    locale,
-  ]);
+  await db.query(
+    'SetAccountLocale',
+    `INSERT INTO auth.account_locales (account_id, locale) VALUES ($1, $2)
+     ON CONFLICT (account_id) DO UPDATE SET locale = EXCLUDED.locale`,
+    [accountId, locale],
+  );
 }
 
 /** The locale of an account's emails, or undefined for the default templates. */
 export async function accountLocale(db: Queryable, accountId: string): Promise<string | undefined> {
   const { rows } = await db.query<{ locale: string | null }>(
     'AccountLocale',
-    'SELECT locale FROM auth.accounts WHERE id = $1',
+    'SELECT locale FROM auth.account_locales WHERE account_id = $1',
     [accountId],
   );
   return rows[0]?.locale ?? undefined;

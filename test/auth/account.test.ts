@@ -26,13 +26,17 @@ for (const kind of dbKinds()) {
 
     it('changes the password and ends the other sessions', async () => {
       const s = await signUp(t);
-      const other = (await login(t, { email: s.email, password: s.password, cookie: false })).json();
-      const res = await change(t, s.jwt, { old_password: s.password, new_password: 'brand new password' });
+      t.clock.advance(2000);
+      const mine = (await login(t, { email: s.email, password: s.password, cookie: false })).json();
+      const res = await change(t, mine.jwt_token, {
+        old_password: s.password,
+        new_password: 'brand new password',
+      });
       assert.equal(res.statusCode, 204, res.body);
       assert.equal((await login(t, { email: s.email, password: s.password })).statusCode, 401);
       assert.equal((await login(t, { email: s.email, password: 'brand new password' })).statusCode, 200);
-      assert.equal((await refresh(t, other.refresh_token)).statusCode, 401);
       assert.equal((await refresh(t, s.refreshToken)).statusCode, 401);
+      assert.equal((await refresh(t, mine.refresh_token)).statusCode, 200);
     });
 
     it("keeps the caller's own sign-in when it presents its refresh cookie", async () => {
@@ -54,6 +58,16 @@ for (const kind of dbKinds()) {
       });
       assert.equal(mine.statusCode, 200);
       assert.equal((await refresh(t, s.refreshToken)).statusCode, 401);
+    });
+
+    it('keeps the sign-in of a bearer-only caller (the one its access token came from)', async () => {
+      const s = await signUp(t);
+      t.clock.advance(2000);
+      const other = (await login(t, { email: s.email, password: s.password, cookie: false })).json();
+      const res = await change(t, s.jwt, { old_password: s.password, new_password: 'brand new password' });
+      assert.equal(res.statusCode, 204);
+      assert.equal((await refresh(t, s.refreshToken)).statusCode, 200, 'own sign-in survives');
+      assert.equal((await refresh(t, other.refresh_token)).statusCode, 401, 'the other one ends');
     });
 
     it('answers 401 Incorrect current password. and changes nothing', async () => {

@@ -390,6 +390,36 @@ for (const kind of dbKinds()) {
     });
   });
 
+  describe(`activation without REDIRECT_URL_SUCCESS [${kind}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp(kind, { ...HS, AUTO_ACTIVATE_NEW_USERS: false });
+    });
+    after(() => t.close());
+
+    // Outside production the link answers the session as JSON (the embedded-defaults walkthrough in the
+    // README); in production it answers 500 REDIRECT_NOT_CONFIGURED before spending the ticket.
+    it('answers the session as JSON outside production, once', async () => {
+      const email = newEmail();
+      await register(t, { email, password: 'long enough' });
+      const { issueTicket } = await import('../../src/auth/tickets-store.ts');
+      const { rows } = await t.ctx.db.query<{ id: string }>(
+        't',
+        'SELECT id FROM auth.accounts WHERE email = $1',
+        [email],
+      );
+      const { ticket } = await issueTicket(t.ctx.db, t.config, t.clock.now(), {
+        accountId: rows[0]?.id as string,
+        purpose: 'activation',
+      });
+      const res = await t.app.inject({ method: 'GET', url: `/auth/activate?ticket=${ticket}` });
+      assert.equal(res.statusCode, 200);
+      assert.equal(res.json().user.email, email);
+      const replay = await t.app.inject({ method: 'GET', url: `/auth/activate?ticket=${ticket}` });
+      assert.equal(replay.statusCode, 401);
+    });
+  });
+
   describe(`Pwned Passwords check [${kind}]`, () => {
     let hibp: Awaited<ReturnType<typeof hibpServer>>;
     let open: TestApp;
@@ -419,6 +449,26 @@ for (const kind of dbKinds()) {
       assert.equal(res.json().message, 'Password is too weak.');
       const sha = createHash('sha1').update('password123').digest('hex').toUpperCase();
       assert.equal(hibp.requests.at(-1), `/range/${sha.slice(0, 5)}`);
+    });
+
+    it('refuses a breached new password on change-password and keeps the old one', async () => {
+      hibp.broken.on = false;
+      const email = newEmail();
+      const reg = (await register(open, { email, password: 'unbreached 1a2b', cookie: false })).json();
+      const res = await open.app.inject({
+        method: 'POST',
+        url: '/auth/change-password',
+        headers: { authorization: `Bearer ${reg.jwt_token}` },
+        payload: { old_password: 'unbreached 1a2b', new_password: 'password123' },
+      });
+      assert.equal(res.statusCode, 400);
+      assert.equal(res.json().message, 'Password is too weak.');
+      const login = await open.app.inject({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email, password: 'unbreached 1a2b' },
+      });
+      assert.equal(login.statusCode, 200);
     });
 
     it('accepts a password the range does not contain', async () => {

@@ -155,6 +155,7 @@ for (const kind of dbKinds()) {
     it('answers 401 to a missing, unknown or garbage refresh token', async () => {
       for (const url of [
         '/auth/token/refresh',
+        '/auth/token/refresh?refresh_token=',
         '/auth/token/refresh?refresh_token=nope',
         '/auth/token/refresh?refresh_token=00000000-0000-4000-8000-000000000000',
       ]) {

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { type Config, configFrom } from '../../src/config.ts';
 import { type AppContext, closeContext, createContext } from '../../src/context.ts';
@@ -24,6 +24,14 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+export interface TestAppOptions {
+  clock?: TestClock;
+  /** Runs after the app's routes are registered and before `ready()`: add test-only routes here. */
+  beforeReady?: (app: FastifyInstance) => void | Promise<void>;
+  /** Sees every route as it is registered. */
+  onRoute?: (route: RouteOptions) => void;
+}
+
 export function tempDir(prefix = 'gatehouse-test-'): string {
   return mkdtempSync(path.join(tmpdir(), prefix));
 }
@@ -31,7 +39,7 @@ export function tempDir(prefix = 'gatehouse-test-'): string {
 export async function buildTestApp(
   kind: DbKind = 'pglite',
   overrides: ConfigOverrides = {},
-  opts: { clock?: TestClock } = {},
+  opts: TestAppOptions = {},
 ): Promise<TestApp> {
   const dataDir = overrides.DATA_DIR ?? tempDir();
   const config = configFrom({
@@ -46,19 +54,29 @@ export async function buildTestApp(
   const clock = opts.clock ?? new TestClock(Date.now());
   const database = await createTestDatabase(kind);
   const silent = (await import('pino')).default({ level: 'silent' });
-  const ctx = await createContext(config, { log: silent, clock, db: database.db });
-  const app = await buildApp(ctx, { logger: false });
-  await app.ready();
+  let ctx: AppContext | undefined;
+  let app: FastifyInstance | undefined;
+  try {
+    ctx = await createContext(config, { log: silent, clock, db: database.db });
+    app = (await buildApp(ctx, { logger: false, onRoute: opts.onRoute })) as unknown as FastifyInstance;
+    await opts.beforeReady?.(app);
+    await app.ready();
+  } catch (err) {
+    await app?.close().catch(() => {});
+    await database.drop().catch(() => {});
+    if (!overrides.DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  const started = { app, ctx };
   return {
-    app,
-    ctx,
+    ...started,
     config,
     clock,
     database,
     dataDir,
     async close() {
-      await app.close();
-      await closeContext(ctx);
+      await started.app.close();
+      await closeContext(started.ctx);
       await database.drop();
       if (!overrides.DATA_DIR) rmSync(dataDir, { recursive: true, force: true });
     },

@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
 import { activateWithTicket } from '../accounts.ts';
 import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
 
@@ -42,6 +42,7 @@ export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
       },
     },
     async (request, reply) => {
+      assertLinkTargetConfigured(ctx);
       const activated = await activateWithTicket(ctx, request.query.ticket);
       if (!activated) return linkFailed(ctx, reply, 'INVALID_TICKET');
       // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.

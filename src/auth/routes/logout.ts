@@ -14,7 +14,7 @@ import { endAllSessions, endSession, sessionOf } from '../sessions.ts';
 import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
 
 export const RefreshTokenQuery = Type.Object(
-  { refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })) },
+  { refresh_token: Type.Optional(Type.String({ maxLength: 512 })) },
   { additionalProperties: false },
 );
 

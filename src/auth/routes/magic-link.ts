@@ -8,7 +8,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { followMagicLink } from '../../mail/flows/magic-link.ts';
-import { linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
 import { CookieFlag, errors, Session } from '../schemas.ts';
 
 const Query = Type.Object(
@@ -33,12 +33,13 @@ export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppCo
             description: 'Only without REDIRECT_URL_SUCCESS (development): the session as JSON.',
           }),
           302: Type.Null({ description: 'Redirect to the success (or error) URL' }),
-          ...errors(400, 401, 404),
+          ...errors(400, 401, 404, 500),
         },
       },
     },
     async (request, reply) => {
       const { token, action, cookie } = request.query;
+      assertLinkTargetConfigured(ctx);
       const outcome = await followMagicLink(ctx, { token, action });
       if (!outcome) return linkFailed(ctx, reply, 'INVALID_TOKEN');
       return linkSucceeded(ctx, reply, outcome, cookie !== false);

@@ -1,0 +1,131 @@
+/**
+ * Starting and stopping the service as a process: open the context, build the app, listen; on SIGTERM or
+ * SIGINT stop accepting connections, let in-flight requests finish, close the pools, exit 0. Kept apart
+ * from `main.ts` so that tests can run the same sequence in a child process with a route of their own.
+ */
+import type http from 'node:http';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { buildApp } from './app.ts';
+import type { Config } from './config.ts';
+import { type AppContext, closeContext, createContext } from './context.ts';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  ctx: AppContext;
+  /** The address the server listens on, e.g. `http://127.0.0.1:3000`. */
+  address: string;
+  /** Makes every response still in flight the last one on its connection. */
+  drain(): void;
+}
+
+/**
+ * Node closes idle keep-alive connections when the server closes, but a connection whose request is still
+ * running stays open after its response (until the keep-alive timeout), which would hold the shutdown
+ * for as long. Responses in flight at shutdown therefore close their connection once sent.
+ */
+function trackInFlight(server: http.Server): () => void {
+  const inFlight = new Set<http.ServerResponse>();
+  server.on('request', (_req, res: http.ServerResponse) => {
+    inFlight.add(res);
+    res.once('close', () => inFlight.delete(res));
+  });
+  return () => {
+    for (const res of inFlight) {
+      if (!res.headersSent) res.shouldKeepAlive = false;
+      else res.once('finish', () => res.socket?.end());
+    }
+  };
+}
+
+export interface StartOptions {
+  log: FastifyBaseLogger;
+  /** Called after the routes are registered and before the server listens (test fixtures add routes). */
+  beforeListen?: (app: FastifyInstance) => void | Promise<void>;
+}
+
+/** Opens the database and services, builds the app and listens on HOST:PORT. Cleans up if any step fails. */
+export async function startServer(config: Config, opts: StartOptions): Promise<RunningServer> {
+  const ctx = await createContext(config, { log: opts.log });
+  let app: FastifyInstance | undefined;
+  try {
+    app = (await buildApp(ctx, { logger: opts.log })) as unknown as FastifyInstance;
+    await opts.beforeListen?.(app);
+    const drain = trackInFlight(app.server);
+    const address = await app.listen({ host: config.HOST, port: config.PORT });
+    const where = ctx.db.kind === 'pglite' ? `embedded database in ${config.DATA_DIR}/db` : 'PostgreSQL';
+    opts.log.info(
+      { address, database: ctx.db.kind, dataDir: config.DATA_DIR },
+      `Gatehouse listening on ${address} (${where})`,
+    );
+    return { app, ctx, address, drain };
+  } catch (err) {
+    await app?.close().catch(() => {});
+    await closeContext(ctx).catch(() => {});
+    throw err;
+  }
+}
+
+/** Closes the server (waiting for in-flight requests) and then the context. */
+export async function stopServer(server: RunningServer): Promise<void> {
+  server.drain();
+  try {
+    await server.app.close();
+  } finally {
+    await closeContext(server.ctx);
+  }
+}
+
+export interface ShutdownOptions {
+  log: FastifyBaseLogger;
+  /** Longest wait for in-flight requests before giving up with exit code 1. */
+  timeoutMs?: number;
+  signals?: readonly NodeJS.Signals[];
+  exit?: (code: number) => void;
+}
+
+/**
+ * Installs the signal handlers. The first signal starts a graceful stop; new requests on open
+ * keep-alive connections get 503 (Fastify's return503OnClosing) while the running ones finish. A second
+ * signal (Ctrl-C twice) exits at once with code 1; the timeout bounds how long a stop may take.
+ */
+export function installShutdown(server: RunningServer, opts: ShutdownOptions): () => Promise<void> {
+  const {
+    log,
+    timeoutMs = 25_000,
+    signals = ['SIGTERM', 'SIGINT'],
+    exit = (code) => process.exit(code),
+  } = opts;
+  let stopping: Promise<void> | undefined;
+  const stop = (signal: string): Promise<void> => {
+    stopping ??= (async () => {
+      log.info({ signal }, 'shutting down: finishing in-flight requests');
+      const force = setTimeout(() => {
+        log.error({ timeoutMs }, 'shutdown timed out; exiting with in-flight requests unfinished');
+        exit(1);
+      }, timeoutMs);
+      force.unref();
+      try {
+        await stopServer(server);
+        clearTimeout(force);
+        log.info('stopped');
+        exit(0);
+      } catch (err) {
+        clearTimeout(force);
+        log.error({ err }, 'error while shutting down');
+        exit(1);
+      }
+    })();
+    return stopping;
+  };
+  for (const s of signals) {
+    process.on(s, () => {
+      if (stopping) {
+        log.warn({ signal: s }, 'second signal: exiting without waiting for in-flight requests');
+        exit(1);
+        return;
+      }
+      void stop(s);
+    });
+  }
+  return () => stop('manual');
+}

@@ -1,0 +1,113 @@
+/**
+ * Security headers and CORS. CORS answers with credentials, so an origin is reflected only when it is
+ * allowed: by CORS_ORIGINS, or (unset, outside production) when it is localhost. HBP reflected any origin.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { buildTestApp, type ConfigOverrides, type TestApp } from '../helpers/app.ts';
+
+const PRODUCTION: ConfigOverrides = {
+  NODE_ENV: 'production',
+  // The test helper passes its own database; the URL only satisfies the production check.
+  DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
+  COOKIE_SECRET: 'c'.repeat(32),
+  MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+  JWT_ALGORITHM: 'HS256',
+  JWT_KEY: 'k'.repeat(64),
+};
+
+function preflight(t: TestApp, origin: string) {
+  return t.app.inject({
+    method: 'OPTIONS',
+    url: '/health',
+    headers: { origin, 'access-control-request-method': 'POST' },
+  });
+}
+
+function simple(t: TestApp, origin: string) {
+  return t.app.inject({ method: 'GET', url: '/health', headers: { origin } });
+}
+
+describe('CORS and headers, development defaults (CORS_ORIGINS unset)', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite');
+  });
+  after(() => t.close());
+
+  it('reflects a localhost origin with credentials, on any port', async () => {
+    for (const origin of ['http://localhost:5173', 'http://127.0.0.1:3001', 'http://localhost']) {
+      const res = await preflight(t, origin);
+      assert.equal(res.statusCode, 204, origin);
+      assert.equal(res.headers['access-control-allow-origin'], origin);
+      assert.equal(res.headers['access-control-allow-credentials'], 'true');
+      assert.match(String(res.headers['access-control-allow-methods']), /POST/);
+    }
+  });
+
+  it('does not reflect any other origin, and never answers with *', async () => {
+    for (const origin of ['https://evil.example', 'http://localhost.evil.example', 'null']) {
+      const res = await simple(t, origin);
+      assert.equal(res.headers['access-control-allow-origin'], undefined, origin);
+      const pre = await preflight(t, origin);
+      assert.equal(pre.headers['access-control-allow-origin'], undefined, origin);
+    }
+  });
+
+  it('sends security headers and no x-powered-by; no HSTS outside production', async () => {
+    const res = await simple(t, 'http://localhost:3000');
+    assert.equal(res.headers['x-content-type-options'], 'nosniff');
+    assert.equal(res.headers['x-frame-options'], 'SAMEORIGIN');
+    assert.match(String(res.headers['content-security-policy']), /default-src 'none'/);
+    assert.match(String(res.headers['content-security-policy']), /frame-ancestors 'none'/);
+    assert.equal(res.headers['x-powered-by'], undefined);
+    assert.equal(res.headers['strict-transport-security'], undefined);
+  });
+});
+
+describe('CORS with CORS_ORIGINS', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite', { CORS_ORIGINS: ['https://app.example.com', 'https://*.example.org'] });
+  });
+  after(() => t.close());
+
+  it('reflects exactly the listed origins and wildcard subdomains', async () => {
+    for (const origin of ['https://app.example.com', 'https://a.example.org', 'https://a.b.example.org']) {
+      const res = await preflight(t, origin);
+      assert.equal(res.headers['access-control-allow-origin'], origin, origin);
+      assert.equal(res.headers['access-control-allow-credentials'], 'true');
+    }
+  });
+
+  it('refuses look-alikes, other schemes and localhost once a list is set', async () => {
+    for (const origin of [
+      'http://app.example.com',
+      'https://app.example.com.evil.io',
+      'https://evil.io/.example.org',
+      'https://example.org',
+      'http://localhost:5173',
+    ]) {
+      const res = await preflight(t, origin);
+      assert.equal(res.headers['access-control-allow-origin'], undefined, origin);
+    }
+  });
+});
+
+describe('CORS and headers in production', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite', PRODUCTION);
+  });
+  after(() => t.close());
+
+  it('reflects no origin at all when CORS_ORIGINS is unset, not even localhost', async () => {
+    const res = await preflight(t, 'http://localhost:5173');
+    assert.equal(res.headers['access-control-allow-origin'], undefined);
+  });
+
+  it('sends HSTS', async () => {
+    const res = await simple(t, 'https://app.example.com');
+    assert.match(String(res.headers['strict-transport-security']), /max-age=\d+; includeSubDomains/);
+  });
+});
