@@ -74,7 +74,7 @@ for (const kind of dbKinds()) {
       await issueTicket(t.ctx.db, t.config, later, { accountId, purpose: 'email-change' });
       const { rows } = await t.ctx.db.query<{ n: number }>(
         'test',
-        `SELECT count(*)::int AS n FROM auth.tickets WHERE account_id = $1 AND created_at < $2`,
+        `SELECT count(*)::int AS n FROM auth.tickets WHERE account_id = $1 AND purpose = 'email-change' AND created_at < $2`,
         [accountId, later],
       );
       assert.equal(rows[0]?.n, 0);
