@@ -551,6 +551,26 @@ const SETTINGS = {
     '`From` address (default: `SMTP_USER`).',
   ),
   SMTP_AUTH_METHOD: str(MAIL, 'PLAIN', 'SMTP authentication method.'),
+  SMTP_TIMEOUT_MS: int(
+    MAIL,
+    10000,
+    'Connection, greeting and socket timeout towards the SMTP server, in milliseconds (a request that sends an email waits for it).',
+    { min: 100 },
+  ),
+  RATE_LIMIT_EMAIL_MAX: int(
+    MAIL,
+    5,
+    'Emails asked for one address (lost password, resend, magic-link login, email change) per `RATE_LIMIT_EMAIL_WINDOW`; more get 429, whether or not the address has an account.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_EMAIL_WINDOW: int(
+    MAIL,
+    900000,
+    'Window of `RATE_LIMIT_EMAIL_MAX`, in milliseconds (15 minutes).',
+    {
+      min: 1,
+    },
+  ),
   EMAIL_TEMPLATES_DIR: str(
     MAIL,
     (c) => path.join(String(c.CUSTOM_DIR), 'emails'),

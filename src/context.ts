@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
+import { createMailer, type Mailer } from './mail/mailer.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
@@ -26,6 +27,7 @@ export interface AppContext {
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  readonly mailer: Mailer;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
 }
@@ -56,6 +58,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     const keys = await loadJwtKeys(config);
     opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
+    const mailer = createMailer(config, { log: opts.log });
     const storage = config.STORAGE_ENABLED ? await openStorage(config, opts.log) : undefined;
     return {
       config,
@@ -63,6 +66,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       clock: opts.clock ?? systemClock,
       keys,
       cookieSecret: cookieSecret(config),
+      mailer,
       storage,
     };
   } catch (err) {
@@ -87,6 +91,7 @@ async function openStorage(config: Config, log: FastifyBaseLogger): Promise<Stor
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
+  await ctx.mailer.close();
   await ctx.storage?.objects.close();
   await ctx.db.close();
 }

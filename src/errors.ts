@@ -55,6 +55,7 @@ export const ERRORS = {
     status: 503,
     message: 'The email could not be sent; nothing was changed. Try again later.',
   },
+  EMAILS_DISABLED: { status: 503, message: 'This server does not send emails (EMAILS_ENABLED is false).' },
 
   // storage
   FORBIDDEN: { status: 403, message: 'Forbidden' },

@@ -4,6 +4,8 @@
  */
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { issueActivation } from '../mail/flows/activation.ts';
+import { setAccountLocale } from '../mail/mail-store.ts';
 import {
   type AccountRow,
   activateAccount,
@@ -17,7 +19,6 @@ import {
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
-import { sendActivationEmail } from './activation-email.ts';
 import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
@@ -45,6 +46,10 @@ export interface RegisterInput {
   password?: string;
   userData?: Record<string, unknown>;
   registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
+  /** Target of the activation or magic link, already checked against ALLOWED_REDIRECT_URLS. */
+  redirectTo?: string;
+  /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
+  locale?: string;
 }
 
 export type RegisterResult = { user: PublicUser; session?: Session };
@@ -74,8 +79,8 @@ export function chooseRoles(
 
 /**
  * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
- * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation ticket,
- * emailed after the account is committed.
+ * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation email,
+ * sent inside the transaction.
  */
 export async function registerWithPassword(
   ctx: AppContext,
@@ -91,8 +96,8 @@ export async function registerWithPassword(
   const active = c.AUTO_ACTIVATE_NEW_USERS;
   const userData = { display_name: input.email, ...(input.userData ?? {}) };
 
-  type Created = { user: PublicUser; session: Session } | { user: PublicUser; ticket: string };
-  const result = await ctx.db.transaction(async (tx): Promise<Created> => {
+  type Created = { user: PublicUser; session?: Session };
+  return ctx.db.transaction(async (tx): Promise<Created> => {
     const { accountId } = await insertAccount(tx, {
       email: input.email,
       passwordHash,
@@ -106,20 +111,18 @@ export async function registerWithPassword(
       const session = await issueSession(ctx, accountId, { db: tx });
       return { user: session.user, session };
     }
+    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
     const profile = await loadProfile(tx, accountId);
-    const { ticket } = await issueTicket(tx, c, ctx.clock.now(), { accountId, purpose: 'activation' });
-    return { user: publicUser(profile as NonNullable<typeof profile>), ticket };
-  });
-
-  if ('ticket' in result) {
-    await sendActivationEmail(ctx, {
+    const user = publicUser(profile as NonNullable<typeof profile>);
+    // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.
+    await issueActivation(ctx, tx, {
+      accountId,
       email: input.email,
-      displayName: result.user.display_name ?? input.email,
-      ticket: result.ticket,
+      displayName: user.display_name ?? input.email,
+      redirectTo: input.redirectTo,
     });
-    return { user: result.user };
-  }
-  return { user: result.user, session: result.session };
+    return { user };
+  });
 }
 
 export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa'; ticket: string };
@@ -200,13 +203,20 @@ export async function loginAnonymously(ctx: AppContext): Promise<Session> {
   });
 }
 
-/** Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket is not valid. */
-export async function activateWithTicket(ctx: AppContext, ticket: string): Promise<Session | undefined> {
+/**
+ * Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket
+ * is not valid. `redirectTo` is the checked `redirect_to` given at registration, if any.
+ */
+export async function activateWithTicket(
+  ctx: AppContext,
+  ticket: string,
+): Promise<{ session: Session; redirectTo?: string } | undefined> {
   return ctx.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
     if (!used) return undefined;
     if (!(await activateAccount(tx, used.accountId))) return undefined;
-    return issueSession(ctx, used.accountId, { db: tx });
+    const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
+    return { session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
   });
 }
 

@@ -55,6 +55,13 @@ export async function issueTicket(
   const ticket = randomUUID();
   const minutes = input.lifetimeMinutes ?? ticketLifetimeMinutes(config, input.purpose);
   const expiresAt = new Date(now.getTime() + minutes * 60_000);
+  // Housekeeping (HBP never purged): spent and expired tickets of this account older than a day go.
+  await db.query(
+    'PurgeOldTickets',
+    `DELETE FROM auth.tickets
+      WHERE account_id = $1 AND (used_at IS NOT NULL OR expires_at <= $2) AND created_at < $2::timestamptz - interval '1 day'`,
+    [input.accountId, now],
+  );
   if (!input.keepEarlier) {
     await db.query(
       'RetireTickets',

@@ -66,6 +66,20 @@ for (const kind of dbKinds()) {
       assert.equal(await peekTicket(t.ctx.db, now, ticket, 'mfa-login'), undefined);
     });
 
+    it('purges spent and expired tickets older than a day when issuing a new one', async () => {
+      const now = t.clock.now();
+      const { ticket } = await issueTicket(t.ctx.db, t.config, now, { accountId, purpose: 'email-change' });
+      await consumeTicket(t.ctx.db, now, ticket, 'email-change');
+      const later = new Date(now.getTime() + 2 * 86_400_000);
+      await issueTicket(t.ctx.db, t.config, later, { accountId, purpose: 'email-change' });
+      const { rows } = await t.ctx.db.query<{ n: number }>(
+        'test',
+        `SELECT count(*)::int AS n FROM auth.tickets WHERE account_id = $1 AND purpose = 'email-change' AND created_at < $2`,
+        [accountId, later],
+      );
+      assert.equal(rows[0]?.n, 0);
+    });
+
     it('issues a verifiable session and rotates its refresh token', async () => {
       const s = await issueSession(t.ctx, accountId);
       const { payload } = await jwtVerify(s.access.token, new TextEncoder().encode('k'.repeat(32)), {

@@ -71,7 +71,8 @@ for (const kind of dbKinds()) {
           unknown.push(await time(newEmail('nobody')));
         }
         const ratio = median(unknown) / median(known);
-        assert.ok(ratio > 0.5 && ratio < 2, `unknown ${median(unknown)}ms vs known ${median(known)}ms`);
+        // Without the dummy hash an unknown email answers in a few percent of the time; the bounds leave room for a busy CI machine.
+        assert.ok(ratio > 0.33 && ratio < 3, `unknown ${median(unknown)}ms vs known ${median(known)}ms`);
       } finally {
         await slow.close();
       }

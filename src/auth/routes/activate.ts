@@ -7,10 +7,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
 import { activateWithTicket } from '../accounts.ts';
-import { CookieFlag, errors, Ticket } from '../schemas.ts';
-import { setSessionCookies } from '../session-response.ts';
+import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
 
 /** Adds a query parameter to a configured URL, keeping its own query and fragment. */
 export function withParam(target: string, name: string, value: string): string {
@@ -25,7 +24,6 @@ export function withParam(target: string, name: string, value: string): string {
 }
 
 export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/activate',
     {
@@ -37,20 +35,18 @@ export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
           { additionalProperties: false },
         ),
         response: {
+          200: { ...Session, description: 'Only without REDIRECT_URL_SUCCESS (development): the session.' },
           302: Type.Null({ description: 'Redirect to REDIRECT_URL_SUCCESS or REDIRECT_URL_ERROR' }),
           ...errors(400, 401, 429, 500),
         },
       },
     },
     async (request, reply) => {
-      if (!c.REDIRECT_URL_SUCCESS) throw new AppError('REDIRECT_NOT_CONFIGURED');
-      const session = await activateWithTicket(ctx, request.query.ticket);
-      if (!session) {
-        if (c.REDIRECT_URL_ERROR) return reply.redirect(c.REDIRECT_URL_ERROR, 302);
-        throw new AppError('INVALID_TICKET');
-      }
-      if (request.query.cookie ?? true) setSessionCookies(reply, c, session, ctx.clock.now());
-      return reply.redirect(withParam(c.REDIRECT_URL_SUCCESS, 'refresh_token', session.refreshToken), 302);
+      assertLinkTargetConfigured(ctx);
+      const activated = await activateWithTicket(ctx, request.query.ticket);
+      if (!activated) return linkFailed(ctx, reply, 'INVALID_TICKET');
+      // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.
+      return linkSucceeded(ctx, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
     },
   );
 }

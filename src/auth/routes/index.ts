@@ -11,6 +11,7 @@ import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
 import { deleteRoute } from './delete.ts';
+import { emailRoutes } from './email-routes.ts';
 import { jwksRoute } from './jwks.ts';
 import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
@@ -36,4 +37,5 @@ export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }
   if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await app.register(changeEmailRoute, opts);
   if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, opts);
   if (c.MFA_ENABLED) await app.register(mfaRoutes, { ...opts, prefix: '/mfa' });
+  await app.register(emailRoutes, opts);
 }

@@ -9,6 +9,9 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { emailKey } from '../../http/rate-limit.ts';
+import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
 import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
@@ -23,6 +26,7 @@ function bodySchema(ctx: AppContext): TObject {
       email: c.ANONYMOUS_USERS_ENABLED ? Type.Optional(Email) : Email,
       password: passwordOptional ? Type.Optional(CurrentPassword) : CurrentPassword,
       cookie: Type.Optional(CookieFlag),
+      ...(c.MAGIC_LINK_ENABLED ? { redirect_to: Type.Optional(RedirectTo) } : {}),
       ...(c.ANONYMOUS_USERS_ENABLED
         ? {
             anonymous: Type.Optional(Type.Boolean({ description: 'true: sign in as a new anonymous user.' })),
@@ -38,9 +42,14 @@ interface LoginBody {
   password?: string;
   cookie?: boolean;
   anonymous?: boolean;
+  redirect_to?: string;
 }
 
 const MfaRequired = Type.Object({ mfa: Type.Literal(true), ticket: Type.String({ format: 'uuid' }) });
+const MagicLinkSent = Type.Object(
+  { magicLink: Type.Literal(true) },
+  { description: 'No password and MAGIC_LINK_ENABLED: a link is emailed if the account exists.' },
+);
 
 export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   const c = ctx.config;
@@ -54,7 +63,10 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         description:
           'Returns a session, or `{mfa: true, ticket}` when the account has MFA (finish with POST /auth/mfa/totp). Unknown email and wrong password give the same 401.',
         body: bodySchema(ctx),
-        response: { 200: Type.Union([Session, MfaRequired]), ...errors(400, 401, 404, 429, 501) },
+        response: {
+          200: Type.Union([Session, MfaRequired, MagicLinkSent]),
+          ...errors(400, 401, 404, 429, 501, 503),
+        },
       },
       preValidation: bodyDefaultsToObject,
       preHandler: async (request) => {
@@ -81,8 +93,10 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       const adminSecret = request.headers['x-admin-secret'];
       if (body.password === undefined && !(c.USER_IMPERSONATION_ENABLED && adminSecret)) {
         if (c.MAGIC_LINK_ENABLED) {
-          // Password-less sign-in is the magic-link flow, delivered with the email work.
-          throw new AppError('NOT_IMPLEMENTED', 'Sign-in without a password is not available yet.');
+          // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
+          await consumeEmailQuota(app, c, body.email);
+          requestMagicLogin(ctx, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
+          return { magicLink: true as const };
         }
         throw new AppError('VALIDATION', '"password" is required');
       }

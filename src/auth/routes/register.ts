@@ -3,8 +3,10 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
 import { emailKey } from '../../http/rate-limit.ts';
+import { registerWithMagicLink } from '../../mail/flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { Locale } from '../../mail/templates.ts';
 import { registerWithPassword } from '../accounts.ts';
 import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
@@ -33,6 +35,8 @@ function bodySchema(ctx: AppContext): TObject {
         ? Type.Optional(Password(c.MIN_PASSWORD_LENGTH))
         : Password(c.MIN_PASSWORD_LENGTH),
       cookie: Type.Optional(CookieFlag),
+      redirect_to: Type.Optional(RedirectTo),
+      locale: Type.Optional(Locale),
       user_data: Type.Optional(userData),
       register_options: Type.Optional(
         Type.Object(
@@ -56,6 +60,8 @@ interface RegisterBody {
   email: string;
   password?: string;
   cookie?: boolean;
+  redirect_to?: string;
+  locale?: string;
   user_data?: Record<string, unknown>;
   register_options?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
 }
@@ -93,15 +99,24 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
     },
     async (request, reply) => {
       const body = request.body as unknown as RegisterBody;
+      const redirectTo = checkRedirect(c, body.redirect_to);
       if (body.password === undefined) {
-        // Password-less registration is the magic-link flow, delivered with the email work.
-        throw new AppError('NOT_IMPLEMENTED', 'Registration without a password is not available yet.');
+        // Only reachable with MAGIC_LINK_ENABLED (the schema requires a password otherwise).
+        return registerWithMagicLink(ctx, {
+          email: body.email,
+          userData: body.user_data,
+          registerOptions: body.register_options,
+          redirectTo,
+          locale: body.locale,
+        });
       }
       const result = await registerWithPassword(ctx, {
         email: body.email,
         password: body.password,
         userData: body.user_data,
         registerOptions: body.register_options,
+        redirectTo,
+        locale: body.locale,
       });
       if (!result.session) return { user: result.user };
       return sendSession(reply, c, result.session, body.cookie ?? true, ctx.clock.now());

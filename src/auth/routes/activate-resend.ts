@@ -1,0 +1,40 @@
+/**
+ * POST /auth/activate/resend — a new activation (or magic register) link for an account still waiting
+ * for activation. Always 204, whether or not such an account exists; the email goes out after the answer.
+ */
+
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { resendActivation } from '../../mail/flows/activation.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
+import { Email, errors, NoContent } from '../schemas.ts';
+
+const Body = Type.Object(
+  {
+    email: Email,
+    redirect_to: Type.Optional(RedirectTo),
+  },
+  { additionalProperties: false },
+);
+
+export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/activate/resend',
+    {
+      schema: {
+        summary: 'Send the activation link again (204 whether or not the account exists)',
+        tags: ['auth', 'email'],
+        body: Body,
+        response: { 204: NoContent, ...errors(400, 429) },
+      },
+      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
+    },
+    async (request, reply) => {
+      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
+      resendActivation(ctx, { email: request.body.email, redirectTo });
+      return reply.code(204).send();
+    },
+  );
+}

@@ -1,0 +1,33 @@
+/**
+ * POST /auth/change-email/change (VERIFY_EMAILS) — switches the email with the ticket of the request
+ * step. No sign-in needed: the ticket proves the new address.
+ */
+
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { confirmEmailChange } from '../../mail/flows/email-change.ts';
+import { errors, NoContent, Ticket } from '../schemas.ts';
+
+const Body = Type.Object({ ticket: Ticket }, { additionalProperties: false });
+
+export async function changeEmailChangeRoute(
+  app: FastifyInstance,
+  { ctx }: { ctx: AppContext },
+): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/change-email/change',
+    {
+      schema: {
+        summary: 'Confirm an email change with the emailed ticket',
+        tags: ['auth', 'email'],
+        body: Body,
+        response: { 204: NoContent, ...errors(400, 401, 503) },
+      },
+    },
+    async (request, reply) => {
+      await confirmEmailChange(ctx, request.body.ticket);
+      return reply.code(204).send();
+    },
+  );
+}

@@ -1,0 +1,45 @@
+/**
+ * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address. 503 and no
+ * pending change when the email cannot be sent.
+ */
+
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { requestEmailChange } from '../../mail/flows/email-change.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
+import { Email, errors, NoContent } from '../schemas.ts';
+
+const Body = Type.Object(
+  {
+    new_email: Email,
+    redirect_to: Type.Optional(RedirectTo),
+  },
+  { additionalProperties: false },
+);
+
+export async function changeEmailRequestRoute(
+  app: FastifyInstance,
+  { ctx }: { ctx: AppContext },
+): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/change-email/request',
+    {
+      schema: {
+        summary: 'Ask to change the email: a ticket is sent to the new address',
+        tags: ['auth', 'email'],
+        security: [{ bearer: [] }],
+        body: Body,
+        response: { 204: NoContent, ...errors(400, 401, 429, 503) },
+      },
+    },
+    async (request, reply) => {
+      const who = await request.requireUser();
+      await consumeEmailQuota(app, ctx.config, request.body.new_email);
+      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
+      await requestEmailChange(ctx, who['user-id'], { newEmail: request.body.new_email, redirectTo });
+      return reply.code(204).send();
+    },
+  );
+}

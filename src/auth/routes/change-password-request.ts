@@ -1,0 +1,43 @@
+/**
+ * POST /auth/change-password/request (LOST_PASSWORD_ENABLED) — always 204 at once; a reset ticket is
+ * emailed afterwards, only to an existing, active account.
+ */
+
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { requestPasswordReset } from '../../mail/flows/password-reset.ts';
+import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
+import { Email, errors, NoContent } from '../schemas.ts';
+
+const Body = Type.Object(
+  {
+    email: Email,
+    redirect_to: Type.Optional(RedirectTo),
+  },
+  { additionalProperties: false },
+);
+
+export async function changePasswordRequestRoute(
+  app: FastifyInstance,
+  { ctx }: { ctx: AppContext },
+): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/change-password/request',
+    {
+      schema: {
+        summary: 'Lost password: email a reset ticket (204 whether or not the account exists)',
+        tags: ['auth', 'email'],
+        body: Body,
+        response: { 204: NoContent, ...errors(400, 429) },
+      },
+      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
+    },
+    async (request, reply) => {
+      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
+      requestPasswordReset(ctx, { email: request.body.email, redirectTo });
+      return reply.code(204).send();
+    },
+  );
+}

@@ -1,0 +1,69 @@
+/**
+ * Lost password (LOST_PASSWORD_ENABLED). The request always answers 204 at once and the email goes out
+ * after the response, only to an existing, active account (HBP answered 400 for unknown addresses).
+ * The reset sets the password, uses up every open ticket of the account and ends every session.
+ */
+import {
+  findAccountByEmail,
+  findAccountById,
+  loadProfile,
+  setPasswordHash,
+} from '../../auth/accounts-store.ts';
+import { checkBreached, hashPassword } from '../../auth/passwords.ts';
+import { deleteAccountSessions } from '../../auth/sessions-store.ts';
+import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../../auth/tickets-store.ts';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { appLink } from '../links.ts';
+import { accountLocale } from '../mail-store.ts';
+
+/** POST /auth/change-password/request. */
+export function requestPasswordReset(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
+  ctx.mailer.later('password-reset', async () => {
+    const account = await findAccountByEmail(ctx.db, input.email);
+    if (!account?.active || !account.email) return;
+    // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
+    const email = account.email;
+    await ctx.db.transaction(async (tx) => {
+      const { ticket } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
+        accountId: account.id,
+        purpose: 'password-reset',
+      });
+      const profile = await loadProfile(tx, account.id);
+      await ctx.mailer.send({
+        to: email,
+        template: 'lost-password',
+        locals: {
+          display_name: profile?.user.display_name ?? email,
+          email,
+          url: ctx.config.SERVER_URL,
+          ticket,
+          link: appLink(ctx.config, input.redirectTo, { ticket, type: 'password-reset' }),
+          locale: await accountLocale(tx, account.id),
+        },
+        headers: { 'X-Ticket': ticket },
+      });
+    });
+  });
+}
+
+/** POST /auth/change-password/change. */
+export async function resetPassword(
+  ctx: AppContext,
+  input: { ticket: string; newPassword: string },
+): Promise<void> {
+  const now = ctx.clock.now();
+  // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
+  if (!(await peekTicket(ctx.db, now, input.ticket, 'password-reset'))) throw new AppError('INVALID_TICKET');
+  await checkBreached(ctx.config, input.newPassword);
+  const hash = await hashPassword(ctx.config, input.newPassword);
+  await ctx.db.transaction(async (tx) => {
+    const used = await consumeTicket(tx, now, input.ticket, 'password-reset');
+    if (!used) throw new AppError('INVALID_TICKET');
+    const account = await findAccountById(tx, used.accountId);
+    if (!account?.active) throw new AppError('INVALID_TICKET');
+    await setPasswordHash(tx, account.id, hash);
+    await retireTickets(tx, now, account.id);
+    await deleteAccountSessions(tx, account.id);
+  });
+}

@@ -1,0 +1,162 @@
+/**
+ * The mailer: renders a template and hands the message to nodemailer. Three modes, chosen once at start:
+ * - `smtp`: SMTP_HOST is set;
+ * - `outbox`: emails on, no SMTP_HOST, outside production: one `.eml` file per message in
+ *   DATA_DIR/outbox and an info log line carrying the action link, so every flow can be clicked
+ *   through on embedded defaults;
+ * - `disabled`: EMAILS_ENABLED=false; `send` refuses with EMAILS_DISABLED.
+ * A transport failure becomes EMAIL_UNAVAILABLE (503) so callers can undo their writes (see flows/).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import { renderTemplate, type TemplateLocals, type TemplateName } from './templates.ts';
+
+export interface OutgoingEmail {
+  to: string;
+  template: TemplateName;
+  locals: TemplateLocals;
+  /** Extra headers, e.g. HBP's `X-Ticket` / `X-Token`. */
+  headers?: Record<string, string>;
+}
+
+export interface Mailer {
+  readonly mode: 'smtp' | 'outbox' | 'disabled';
+  /** Renders and delivers one message; resolves once the server (or the outbox) has accepted it. */
+  send(email: OutgoingEmail): Promise<void>;
+  /**
+   * Runs `task` after the response, for flows that must answer the same whether or not an account
+   * exists (lost password, resend, magic-link login): waiting for SMTP would tell, by status or by time.
+   * A failure is logged; the task itself undoes its writes (see flows).
+   */
+  later(label: string, task: () => Promise<void>): void;
+  /** Resolves when every task started by `later` has finished (tests, shutdown). */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface MailerOptions {
+  log: FastifyBaseLogger;
+}
+
+/** Builds the mailer for `config`; throws when the settings cannot work (production without SMTP_HOST). */
+export function createMailer(config: Config, { log }: MailerOptions): Mailer {
+  if (!config.EMAILS_ENABLED) {
+    const needs = [
+      !config.AUTO_ACTIVATE_NEW_USERS && 'AUTO_ACTIVATE_NEW_USERS=false (activation emails)',
+      config.MAGIC_LINK_ENABLED && 'MAGIC_LINK_ENABLED',
+      config.VERIFY_EMAILS && 'VERIFY_EMAILS',
+      config.LOST_PASSWORD_ENABLED && 'LOST_PASSWORD_ENABLED',
+      config.NOTIFY_EMAIL_CHANGE && 'NOTIFY_EMAIL_CHANGE',
+    ].filter(Boolean);
+    if (needs.length > 0)
+      log.warn(
+        { settings: needs },
+        `EMAILS_ENABLED is false: emails these settings need are not sent (${needs.join(', ')})`,
+      );
+    return {
+      mode: 'disabled',
+      async send() {
+        throw new AppError('EMAILS_DISABLED');
+      },
+      ...background(log),
+      async close() {},
+    };
+  }
+  if (!config.SMTP_HOST) {
+    if (config.isProduction)
+      throw new Error('SMTP_HOST is required in production when EMAILS_ENABLED is true');
+    return outboxMailer(config, log);
+  }
+  const transport = nodemailer.createTransport({
+    host: config.SMTP_HOST,
+    port: config.SMTP_PORT,
+    secure: config.SMTP_SECURE,
+    auth: config.SMTP_USER ? { user: config.SMTP_USER, pass: config.SMTP_PASS } : undefined,
+    authMethod: config.SMTP_AUTH_METHOD,
+    // A request waits for the server's answer (the write it protects is undone on failure), so a dead
+    // server must fail in seconds, not after nodemailer's two-minute defaults.
+    connectionTimeout: config.SMTP_TIMEOUT_MS,
+    greetingTimeout: config.SMTP_TIMEOUT_MS,
+    socketTimeout: config.SMTP_TIMEOUT_MS,
+  });
+  return transportMailer('smtp', config, log, transport, async () => {});
+}
+
+function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
+  const dir = path.resolve(config.DATA_DIR, 'outbox');
+  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  log.info({ outbox: dir }, `SMTP_HOST is not set: emails are written to ${dir} and their links logged`);
+  return transportMailer('outbox', config, log, transport, async (email, info, rendered) => {
+    mkdirSync(dir, { recursive: true });
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    const file = path.join(dir, `${stamp}-${email.template}-${randomBytes(3).toString('hex')}.eml`);
+    writeFileSync(file, (info as { message: Buffer }).message, { mode: 0o600 });
+    const link = email.locals.link;
+    log.info(
+      { to: email.to, subject: rendered.subject, template: email.template, link, file },
+      `email to ${email.to} written to the outbox${link ? `; its link: ${link}` : ''}`,
+    );
+  });
+}
+
+function transportMailer(
+  mode: 'smtp' | 'outbox',
+  config: Config,
+  log: FastifyBaseLogger,
+  transport: Transporter,
+  after: (email: OutgoingEmail, info: unknown, rendered: { subject: string }) => Promise<void>,
+): Mailer {
+  const tasks = background(log);
+  return {
+    mode,
+    ...tasks,
+    async send(email) {
+      const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
+      let info: unknown;
+      try {
+        info = await transport.sendMail({
+          from: config.SMTP_SENDER,
+          to: email.to,
+          subject: rendered.subject,
+          text: rendered.text,
+          html: rendered.html,
+          headers: email.headers,
+        });
+        await after(email, info, rendered);
+      } catch (err) {
+        // The address is personal data and the message holds a ticket: log neither, only what failed.
+        log.warn({ err, template: email.template, mode }, 'email could not be sent');
+        throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });
+      }
+    },
+    async close() {
+      await tasks.idle();
+      transport.close();
+    },
+  };
+}
+
+function background(log: FastifyBaseLogger): Pick<Mailer, 'later' | 'idle'> {
+  const running = new Set<Promise<void>>();
+  return {
+    later(label, task) {
+      const p = (async () => {
+        try {
+          await task();
+        } catch (err) {
+          log.error({ err, task: label }, `background email task "${label}" failed`);
+        }
+      })();
+      running.add(p);
+      void p.finally(() => running.delete(p));
+    },
+    async idle() {
+      while (running.size > 0) await Promise.all([...running]);
+    },
+  };
+}

@@ -1,0 +1,192 @@
+/**
+ * Email templates: one per flow, each with a subject, an HTML body and a plain-text body. The built-in
+ * texts live here; operators override any file by pointing EMAIL_TEMPLATES_DIR at a folder laid out like
+ * HBP's `custom/emails/<template>/{subject,html}.ejs` (a `text.ejs` is optional: without it the text part
+ * is derived from the HTML). `<template>/<locale>/` folders are tried first when a locale is known.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Type } from '@sinclair/typebox';
+import ejs from 'ejs';
+import { htmlToText } from './html-to-text.ts';
+
+export const TEMPLATE_NAMES = [
+  'activate-account',
+  'magic-link',
+  'change-email',
+  'lost-password',
+  'notify-email-change',
+] as const;
+export type TemplateName = (typeof TEMPLATE_NAMES)[number];
+
+/**
+ * The variables every template sees. HBP's locals keep their names (`display_name`, `ticket`, `token`,
+ * `url` = SERVER_URL, `action`, `action_url`); `link` is the full action link, `email` the recipient.
+ */
+export interface TemplateLocals {
+  display_name: string;
+  url: string;
+  email: string;
+  link?: string;
+  ticket?: string;
+  token?: string;
+  action?: string;
+  action_url?: string;
+  locale?: string;
+  [extra: string]: unknown;
+}
+
+export interface RenderedEmail {
+  subject: string;
+  html: string;
+  text: string;
+}
+
+const esc = (v: unknown): string =>
+  String(v ?? '').replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
+  );
+
+interface Default {
+  subject(l: TemplateLocals): string;
+  /** Paragraphs of the message; the action link is added after them as a button and as text. */
+  lines(l: TemplateLocals): string[];
+  button?: string;
+  after?(l: TemplateLocals): string[];
+}
+
+const DEFAULTS: Record<TemplateName, Default> = {
+  'activate-account': {
+    subject: () => 'Confirm your email address',
+    lines: (l) => [`Hello ${l.display_name},`, 'Please confirm your email address to activate your account.'],
+    button: 'Activate my account',
+    after: () => ['If you did not create an account, you can ignore this email.'],
+  },
+  'magic-link': {
+    subject: (l) => `Secure ${l.action ?? 'log in'} link`,
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `Use the link below to ${l.action ?? 'log in'}. It works once and expires soon.`,
+    ],
+    button: 'Continue',
+    after: () => ['If you did not ask for this link, you can ignore this email.'],
+  },
+  'change-email': {
+    subject: () => 'Change your email address',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      'Someone asked to use this address for their account. Confirm the change with the link below.',
+    ],
+    button: 'Confirm my new address',
+    after: (l) => [
+      `Your confirmation code is: ${l.ticket ?? ''}`,
+      'If you did not ask for this, you can ignore this email; nothing changes.',
+    ],
+  },
+  'lost-password': {
+    subject: () => 'Reset your password',
+    lines: (l) => [`Hello ${l.display_name},`, 'Choose a new password for your account with the link below.'],
+    button: 'Reset my password',
+    after: (l) => [
+      `Your reset code is: ${l.ticket ?? ''}`,
+      'If you did not ask for a new password, you can ignore this email; your password stays the same.',
+    ],
+  },
+  'notify-email-change': {
+    subject: () => 'The email attached to your account has been changed',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `The email address of your account was changed${l.new_email ? ` to ${String(l.new_email)}` : ''}.`,
+      'If you did not make this change, contact support at once.',
+    ],
+    button: 'Open the application',
+  },
+};
+
+function renderDefault(name: TemplateName, l: TemplateLocals): RenderedEmail {
+  const d = DEFAULTS[name];
+  const lines = d.lines(l);
+  const after = d.after?.(l) ?? [];
+  const link = l.link ?? l.url;
+  const html = [
+    '<!doctype html>',
+    `<html><head><meta charset="utf-8"><title>${esc(d.subject(l))}</title></head>`,
+    '<body style="font-family:sans-serif;line-height:1.5">',
+    ...lines.map((p) => `<p>${esc(p)}</p>`),
+    `<p><a href="${esc(link)}">${esc(d.button ?? link)}</a></p>`,
+    `<p style="font-size:small">Or open this link: ${esc(link)}</p>`,
+    ...after.map((p) => `<p>${esc(p)}</p>`),
+    '</body></html>',
+  ].join('\n');
+  const text = [...lines, `${d.button ?? 'Open'}: ${link}`, ...after].join('\n\n');
+  return { subject: d.subject(l), html, text: `${text}\n` };
+}
+
+/** Locales are folder names: refuse anything that could walk out of the template folder. */
+const LOCALE = /^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$/;
+
+/** The `locale` field of registration: a language tag such as `fr` or `pt-BR`. */
+export const Locale = Type.String({
+  pattern: LOCALE.source,
+  maxLength: 35,
+  description:
+    'Language of the account’s emails: templates come from EMAIL_TEMPLATES_DIR/<template>/<locale>/ when present.',
+});
+
+function candidateDirs(root: string, name: TemplateName, locale: string | undefined): string[] {
+  const dirs: string[] = [];
+  if (locale && LOCALE.test(locale)) {
+    dirs.push(path.join(root, name, locale));
+    const base = locale.split(/[-_]/)[0] as string;
+    if (base !== locale) dirs.push(path.join(root, name, base));
+  }
+  dirs.push(path.join(root, name));
+  return dirs;
+}
+
+function findFile(dirs: string[], file: string): string | undefined {
+  for (const d of dirs) {
+    const p = path.join(d, file);
+    if (existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+/**
+ * Templates are the operator's own files (trusted, like HBP's); `filename` lets them use include().
+ * `<%= %>` escapes HTML only in html.ejs: in a subject or a text part the escapes would show as is.
+ */
+function renderEjs(file: string, locals: TemplateLocals, html: boolean): string {
+  return ejs.render(readFileSync(file, 'utf8'), locals, {
+    filename: file,
+    async: false,
+    ...(html ? {} : { escape: (v: unknown) => String(v ?? '') }),
+  });
+}
+
+/**
+ * Renders `name` with `locals`. Each of subject, html and text comes from the first override file found
+ * (locale folder, then template folder) and otherwise from the built-in text. Files are read on every
+ * render so an operator's edits apply without a restart.
+ */
+export function renderTemplate(
+  templatesDir: string,
+  name: TemplateName,
+  locals: TemplateLocals,
+): RenderedEmail {
+  const dirs = candidateDirs(templatesDir, name, locals.locale);
+  const subjectFile = findFile(dirs, 'subject.ejs');
+  const htmlFile = findFile(dirs, 'html.ejs');
+  const textFile = findFile(dirs, 'text.ejs');
+  const fallback = subjectFile && htmlFile && textFile ? undefined : renderDefault(name, locals);
+  const subject = subjectFile ? renderEjs(subjectFile, locals, false) : (fallback as RenderedEmail).subject;
+  const html = htmlFile ? renderEjs(htmlFile, locals, true) : (fallback as RenderedEmail).html;
+  const text = textFile
+    ? renderEjs(textFile, locals, false)
+    : htmlFile
+      ? htmlToText(html)
+      : (fallback as RenderedEmail).text;
+  // A subject is one header line: fold whatever the template produced.
+  return { subject: subject.replace(/\s+/g, ' ').trim(), html, text };
+}
