@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { openPostgres } from '../../src/db/database.ts';
 import type { Row } from './report.ts';
 
 export interface BenchEnv {
@@ -13,10 +15,26 @@ export interface BenchEnv {
 
 export type Scenario = { name: string; run(env: BenchEnv): Promise<Row[]> };
 
-/** Env for startService: the embedded database, or a fresh PostgreSQL database. */
-export function dbEnv(env: BenchEnv, database?: string): Record<string, string> {
-  if (env.db === 'pglite' || !env.pgUrl) return {};
+/**
+ * Service settings for the database the run asked for: nothing for the embedded one, or a fresh
+ * PostgreSQL database (dropped by `drop`).
+ */
+export async function serviceDatabase(
+  env: BenchEnv,
+): Promise<{ vars: Record<string, string>; drop(): Promise<void> }> {
+  if (env.db === 'pglite' || !env.pgUrl) return { vars: {}, drop: async () => {} };
+  const name = `gatehouse_bench_${randomBytes(4).toString('hex')}`;
+  const admin = openPostgres(env.pgUrl, 1);
+  await admin.exec(`CREATE DATABASE ${name}`);
+  await admin.close();
   const u = new URL(env.pgUrl);
-  if (database) u.pathname = `/${database}`;
-  return { DATABASE_URL: u.toString() };
+  u.pathname = `/${name}`;
+  return {
+    vars: { DATABASE_URL: u.toString() },
+    async drop() {
+      const a = openPostgres(env.pgUrl as string, 1);
+      await a.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.close();
+    },
+  };
 }

@@ -23,18 +23,13 @@ export function row(
   details: Record<string, string | number> = {},
 ): Row {
   const ratio = baseline > 0 ? service / baseline : Number.NaN;
-  const met =
-    goal.kind === 'min-ratio'
-      ? ratio >= goal.value
-      : goal.kind === 'max-ratio'
-        ? ratio <= goal.value
-        : service <= goal.value;
-  const text =
-    goal.kind === 'min-ratio'
-      ? `>= ${goal.value}x`
-      : goal.kind === 'max-ratio'
-        ? `<= ${goal.value}x`
-        : `<= ${goal.value} ${unit}`;
+  const checks: Record<typeof goal.kind, [boolean, string]> = {
+    'min-ratio': [ratio >= goal.value, `>= ${goal.value}x`],
+    'max-ratio': [ratio <= goal.value, `<= ${goal.value}x`],
+    'max-value': [service <= goal.value, `<= ${goal.value} ${unit}`],
+    none: [true, 'reported only'],
+  };
+  const [met, text] = checks[goal.kind];
   return { scenario, unit, service, baseline, ratio, goal: text, met, details };
 }
 

@@ -3,7 +3,7 @@
  * and reads its memory from /proc (VmRSS now, VmHWM = peak since start).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,8 +14,10 @@ export interface Service {
   dataDir: string;
   /** Resident memory now, in bytes. */
   rss(): number;
-  /** Peak resident memory since the process started, in bytes. */
+  /** Peak resident memory since the process started (or since resetPeak), in bytes. */
   peakRss(): number;
+  /** Starts a new peak measurement (Linux `clear_refs` 5); false when the kernel refuses. */
+  resetPeak(): boolean;
   stop(): Promise<void>;
 }
 
@@ -77,6 +79,14 @@ export async function startService(env: Record<string, string>, entry = 'dist/ma
     dataDir,
     rss: () => procMemory(pid, 'VmRSS'),
     peakRss: () => procMemory(pid, 'VmHWM'),
+    resetPeak: () => {
+      try {
+        writeFileSync(`/proc/${pid}/clear_refs`, '5');
+        return true;
+      } catch {
+        return false;
+      }
+    },
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));

@@ -4,7 +4,7 @@
  */
 import { runChild } from '../lib/child.ts';
 import type { BenchEnv, Scenario } from '../lib/env.ts';
-import { dbEnv } from '../lib/env.ts';
+import { serviceDatabase } from '../lib/env.ts';
 import { runLoad } from '../lib/load.ts';
 import { MB, type Row, row } from '../lib/report.ts';
 import { startService } from '../lib/service.ts';
@@ -25,8 +25,9 @@ export const authScenarios: Scenario = {
   name: 'auth',
   async run(env: BenchEnv): Promise<Row[]> {
     const rows: Row[] = [];
+    const database = await serviceDatabase(env);
     const svc = await startService({
-      ...dbEnv(env),
+      ...database.vars,
       JWT_ALGORITHM: 'HS256',
       JWT_KEY: 'bench-secret-bench-secret-bench-secret-0123',
       ARGON2_MEMORY_COST: String(ARGON2.memoryCost),
@@ -103,6 +104,7 @@ export const authScenarios: Scenario = {
       );
     } finally {
       await svc.stop();
+      await database.drop();
     }
     return rows;
   },

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import type { BenchEnv, Scenario } from '../lib/env.ts';
+import { type BenchEnv, type Scenario, serviceDatabase } from '../lib/env.ts';
 import { download, uploadMultipart } from '../lib/http.ts';
 import { runLoad } from '../lib/load.ts';
 import { type Row, row } from '../lib/report.ts';
@@ -39,7 +39,8 @@ export const imageScenarios: Scenario = {
   async run(env: BenchEnv): Promise<Row[]> {
     const rows: Row[] = [];
     const work = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-img-'));
-    const svc = await startService({ ...HS_ENV });
+    const database = await serviceDatabase(env);
+    const svc = await startService({ ...database.vars, ...HS_ENV });
     try {
       const jpeg = await makeJpeg();
       const src = path.join(work, 'photo.jpg');
@@ -107,6 +108,7 @@ export const imageScenarios: Scenario = {
       );
     } finally {
       await svc.stop();
+      await database.drop();
       rmSync(work, { recursive: true, force: true });
     }
     return rows;

@@ -20,7 +20,7 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import yazl from 'yazl';
-import type { BenchEnv, Scenario } from '../lib/env.ts';
+import { type BenchEnv, type Scenario, serviceDatabase } from '../lib/env.ts';
 import { download, uploadMultipart } from '../lib/http.ts';
 import { runLoad } from '../lib/load.ts';
 import { MB, type Row, row } from '../lib/report.ts';
@@ -71,7 +71,8 @@ export const storageScenarios: Scenario = {
   async run(env: BenchEnv): Promise<Row[]> {
     const rows: Row[] = [];
     const work = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-files-'));
-    const svc = await startService({ ...HS_ENV, STORAGE_MAX_UPLOAD_SIZE: '2GiB' });
+    const database = await serviceDatabase(env);
+    const svc = await startService({ ...database.vars, ...HS_ENV, STORAGE_MAX_UPLOAD_SIZE: '2GiB' });
     try {
       const token = await benchToken();
       const auth = { authorization: `Bearer ${token}` };
@@ -123,6 +124,8 @@ export const storageScenarios: Scenario = {
       const rawMBps = size / MB / copyS;
 
       const rssBefore = svc.rss();
+      // The peak so far includes start-up (the embedded database); measure this phase's own peak.
+      if (!svc.resetPeak()) throw new Error('cannot reset the peak RSS counter (/proc/<pid>/clear_refs)');
       env.log(`upload ${size / MB} MB`);
       const bigUp = await uploadMultipart(`${svc.url}/storage/o/user/${BENCH_USER}/big.bin`, big, auth);
       if (bigUp.status !== 200) throw new Error(`big upload answered ${bigUp.status}: ${bigUp.body}`);
@@ -207,6 +210,7 @@ export const storageScenarios: Scenario = {
       );
     } finally {
       await svc.stop();
+      await database.drop();
       rmSync(work, { recursive: true, force: true });
     }
     return rows;

@@ -81,7 +81,7 @@ export async function signAccessToken(
     .setIssuer(config.JWT_ISSUER)
     .setIssuedAt(iat)
     .setExpirationTime(iat + lifetimeS)
-    .sign(keys.signingKey);
+    .sign(keys.signCryptoKey);
   return { token, expiresInMs: lifetimeS * 1000, expiresAt: new Date((iat + lifetimeS) * 1000) };
 }
 
@@ -96,7 +96,7 @@ export async function verifyAccessToken(
 ): Promise<PermissionVariables> {
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(token, keys.verifyKey, {
+    ({ payload } = await jwtVerify(token, keys.verifyCryptoKey, {
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
