@@ -7,19 +7,24 @@ import helmet from '@fastify/helmet';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 
-/** `*` matches any run of characters within the pattern; everything else is literal. */
-export function wildcardMatcher(patterns: readonly string[]): (value: string) => boolean {
+/** Case-insensitive patterns where `*` matches runs of `star` (a regex class); everything else is literal. */
+function patternMatcher(patterns: readonly string[], star: string): (value: string) => boolean {
   const res = patterns.map(
     (p) =>
       new RegExp(
         `^${p
           .split('*')
           .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
-          .join('.*')}$`,
+          .join(star)}$`,
         'i',
       ),
   );
   return (value) => res.some((re) => re.test(value));
+}
+
+/** `*` matches any run of characters within the pattern; everything else is literal. */
+export function wildcardMatcher(patterns: readonly string[]): (value: string) => boolean {
+  return patternMatcher(patterns, '.*');
 }
 
 /**
@@ -27,17 +32,7 @@ export function wildcardMatcher(patterns: readonly string[]): (value: string) =>
  * `.`), so `https://*.example.com` or `http://localhost:*` can never match across a `:` or `/`.
  */
 export function originMatcher(patterns: readonly string[]): (origin: string) => boolean {
-  const res = patterns.map(
-    (p) =>
-      new RegExp(
-        `^${p
-          .split('*')
-          .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
-          .join('[A-Za-z0-9.-]*')}$`,
-        'i',
-      ),
-  );
-  return (origin) => res.some((re) => re.test(origin));
+  return patternMatcher(patterns, '[A-Za-z0-9.-]*');
 }
 
 const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;

@@ -4,6 +4,7 @@
  * never be pointed at someone else's site.
  */
 import { Type } from '@sinclair/typebox';
+import { Email } from '../auth/schemas.ts';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { wildcardMatcher } from '../http/security.ts';
@@ -40,6 +41,12 @@ export const RedirectTo = Type.String({
   description:
     'Where the emailed link leads (instead of REDIRECT_URL_SUCCESS); must match ALLOWED_REDIRECT_URLS.',
 });
+
+/** Body of the routes that email a link to an address on request (resend activation, lost password). */
+export const EmailLinkRequest = Type.Object(
+  { email: Email, redirect_to: Type.Optional(RedirectTo) },
+  { additionalProperties: false },
+);
 
 /** The validated `redirect_to`, or undefined when none was given; 400 when it is not allowed. */
 export function checkRedirect(config: Config, redirectTo: string | undefined): string | undefined {

@@ -3,21 +3,15 @@
  * for activation. Always 204, whether or not such an account exists; the email goes out after the answer.
  */
 
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { resendActivation } from '../../mail/flows/activation.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { checkRedirect, EmailLinkRequest } from '../../mail/links.ts';
 import { consumeEmailQuota } from '../../mail/quota.ts';
-import { Email, errors, NoContent } from '../schemas.ts';
+import { errors, NoContent } from '../schemas.ts';
 
-const Body = Type.Object(
-  {
-    email: Email,
-    redirect_to: Type.Optional(RedirectTo),
-  },
-  { additionalProperties: false },
-);
+const Body = EmailLinkRequest;
 
 export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(

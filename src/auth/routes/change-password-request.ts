@@ -3,21 +3,15 @@
  * emailed afterwards, only to an existing, active account.
  */
 
-import { type Static, Type } from '@sinclair/typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { requestPasswordReset } from '../../mail/flows/password-reset.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { checkRedirect, EmailLinkRequest } from '../../mail/links.ts';
 import { consumeEmailQuota } from '../../mail/quota.ts';
-import { Email, errors, NoContent } from '../schemas.ts';
+import { errors, NoContent } from '../schemas.ts';
 
-const Body = Type.Object(
-  {
-    email: Email,
-    redirect_to: Type.Optional(RedirectTo),
-  },
-  { additionalProperties: false },
-);
+const Body = EmailLinkRequest;
 
 export async function changePasswordRequestRoute(
   app: FastifyInstance,
