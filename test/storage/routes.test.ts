@@ -147,6 +147,18 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.equal(got.body, '{"a":1}');
       });
 
+      it('refuses a POST with neither a body nor a content type with 400 and stores nothing', async () => {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: '/storage/o/user/alice/forgot.txt',
+          headers: auth(alice),
+        });
+        assert.equal(res.statusCode, 400);
+        assert.equal(res.json().code, 'FILE_MISSING');
+        const got = await t.app.inject({ url: '/storage/o/user/alice/forgot.txt', headers: auth(alice) });
+        assert.equal(got.statusCode, 404);
+      });
+
       it('sniffs the type from the bytes when the claim is missing or generic', async () => {
         const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), randomBytes(64)]);
         const res = await upload('/storage/o/user/alice/pic', png, auth(alice), 'application/octet-stream');

@@ -100,6 +100,14 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
   app.post('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
     const caller = await callerOf(request);
+    const h = request.headers;
+    if (!h['content-type'] && !h['transfer-encoding'] && (h['content-length'] ?? '0') === '0') {
+      // A POST with no body and no type is a client mistake (a forgotten file), not an empty file.
+      throw new AppError(
+        'FILE_MISSING',
+        'Send the file as the multipart part "file", or as the raw body with its Content-Type.',
+      );
+    }
     const file = request.isMultipart() ? await multipartFile(request) : rawFile(request);
     const info = await uploadFile(deps, key, caller, file);
     await opts.ctx.storage?.images.forget(key.key);
