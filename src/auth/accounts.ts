@@ -264,7 +264,11 @@ export async function changeEmailDirectly(ctx: AppContext, userId: string, newEm
   assertEmailDomain(ctx, newEmail, 'new_email');
   const account = await callerAccount(ctx, userId);
   if (await emailTaken(ctx.db, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
-  await setEmail(ctx.db, account.id, newEmail);
+  await ctx.db.transaction(async (tx) => {
+    await setEmail(tx, account.id, newEmail);
+    // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
+    await retireTickets(tx, ctx.clock.now(), account.id);
+  });
 }
 
 /** Deletes the caller's public.users row; the account, roles, sessions and tickets cascade with it. */

@@ -246,6 +246,28 @@ for (const kind of dbKinds()) {
       assert.equal(forged.statusCode, 401, 'an unsigned cookie is not an identity');
     });
 
+    it('uses the refresh cookie over a query token (contract §2.2), so the cookie never goes stale', async () => {
+      const s = await signUp(t);
+      const jar = setCookies(await login(t, { email: s.email, password: s.password }));
+      const cookie = jar.refresh_token?.value as string;
+      const res = await t.app.inject({
+        method: 'GET',
+        url: `/auth/token/refresh?refresh_token=${s.refreshToken}`,
+        cookies: { refresh_token: cookie },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const renewed = setCookies(res).refresh_token?.value;
+      assert.ok(renewed && renewed !== cookie, 'the cookie was the token rotated, and it is renewed');
+      // Long after the reuse interval, the renewed cookie still refreshes.
+      t.clock.advance(60_000);
+      const later = await t.app.inject({
+        method: 'GET',
+        url: '/auth/token/refresh',
+        cookies: { refresh_token: renewed },
+      });
+      assert.equal(later.statusCode, 200, later.body);
+    });
+
     it('ignores a refresh cookie with a bad signature and uses the query token', async () => {
       const s = await signUp(t);
       const res = await t.app.inject({
@@ -306,6 +328,14 @@ for (const kind of dbKinds()) {
       const cleared = setCookies(res);
       assert.equal(cleared.refresh_token?.value, '');
       assert.equal(cleared.permission_variables?.value, '');
+    });
+
+    it('leaves cookies alone when logging out with a query token', async () => {
+      const s = await signUp(t);
+      const res = await t.app.inject({ method: 'POST', url: `/auth/logout?refresh_token=${s.refreshToken}` });
+      assert.equal(res.statusCode, 204);
+      assert.equal(res.headers['set-cookie'], undefined);
+      assert.equal((await refresh(t, s.refreshToken)).statusCode, 401, 'the sign-in ended');
     });
 
     it('answers logout without a refresh token with 401', async () => {

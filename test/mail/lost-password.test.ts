@@ -104,6 +104,27 @@ for (const kind of dbKinds()) {
       assert.equal((await change({ ticket: second, new_password: 'pw-two' })).statusCode, 204);
     });
 
+    it('refuses a reset ticket mailed to the old address once the email has changed', async () => {
+      const { accountId: moved } = await createAccount(t, {
+        email: 'mover@example.com',
+        password: 'old-password',
+      });
+      assert.equal((await request({ email: 'mover@example.com' })).statusCode, 204);
+      await t.ctx.mailer.idle();
+      const ticket = t.smtp.last('mover@example.com').headers.get('x-ticket') as string;
+      const { jwt } = await signIn(t, moved);
+      const changed = await t.app.inject({
+        method: 'POST',
+        url: '/auth/change-email',
+        headers: { authorization: `Bearer ${jwt}` },
+        payload: { new_email: 'moved@example.com' },
+      });
+      assert.equal(changed.statusCode, 204, changed.body);
+      const reset = await change({ ticket, new_password: 'attacker-password' });
+      assert.equal(reset.statusCode, 401);
+      assert.ok(await verifyPassword(await passwordHashOf(t, moved), 'old-password'));
+    });
+
     it('answers 400 for a malformed ticket, a missing or short password, or unknown fields', async () => {
       const ticket = '00000000-0000-4000-8000-000000000000';
       for (const body of [

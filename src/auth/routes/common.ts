@@ -11,17 +11,20 @@ export async function bodyDefaultsToObject(request: FastifyRequest, _reply: Fast
 }
 
 /**
- * The refresh token a request presents: the `refresh_token` query parameter, else the signed cookie.
- * An explicit query token wins, and a cookie with a bad signature is ignored (HBP let it override a good
- * query token).
+ * The refresh token a request presents: the signed cookie, else the `refresh_token` query parameter
+ * (contract §2.2: the cookie wins). Letting a query token win would rotate it while the cookie kept the
+ * old token, and the cookie's next refresh would look like a replay and revoke the sign-in. A cookie with
+ * a bad signature is ignored (HBP let it override a good query token).
  */
 export function presentedRefreshToken(
   request: FastifyRequest,
   query: { refresh_token?: string },
 ): { value: string; source: 'query' | 'cookie' } | undefined {
-  if (query.refresh_token) return { value: query.refresh_token, source: 'query' };
   const raw = request.cookies?.[REFRESH_COOKIE];
-  if (!raw) return undefined;
-  const unsigned = request.unsignCookie(raw);
-  return unsigned.valid && unsigned.value ? { value: unsigned.value, source: 'cookie' } : undefined;
+  if (raw) {
+    const unsigned = request.unsignCookie(raw);
+    if (unsigned.valid && unsigned.value) return { value: unsigned.value, source: 'cookie' };
+  }
+  if (query.refresh_token) return { value: query.refresh_token, source: 'query' };
+  return undefined;
 }

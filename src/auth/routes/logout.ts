@@ -37,7 +37,8 @@ export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
-      clearSessionCookies(reply, ctx.config);
+      // Cookies belong to the sign-in they carry; a token given in the query leaves them alone (§4.3).
+      if (token.source === 'cookie') clearSessionCookies(reply, ctx.config);
       if (request.body.all === true) {
         const session = await sessionOf(ctx, token.value);
         if (session) await endAllSessions(ctx, session.accountId);

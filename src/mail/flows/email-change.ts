@@ -5,7 +5,7 @@
  */
 import { assertEmailDomain, callerAccount } from '../../auth/accounts.ts';
 import { emailTaken, findAccountById, loadProfile, setEmail } from '../../auth/accounts-store.ts';
-import { consumeTicket, issueTicket } from '../../auth/tickets-store.ts';
+import { consumeTicket, issueTicket, retireTickets } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../links.ts';
@@ -69,6 +69,8 @@ export async function confirmEmailChange(ctx: AppContext, ticket: string): Promi
     await releaseStalePendingEmail(tx, newEmail, now);
     if (await emailTaken(tx, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
     await setEmail(tx, account.id, newEmail);
+    // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
+    await retireTickets(tx, now, account.id);
     const oldEmail = account.email;
     if (ctx.config.NOTIFY_EMAIL_CHANGE && oldEmail && ctx.mailer.mode !== 'disabled') {
       const profile = await loadProfile(tx, account.id);
