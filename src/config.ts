@@ -397,7 +397,7 @@ const SETTINGS = {
   JWT_KEY: str(
     JWT,
     '',
-    'HS* shared secret, or a PEM private key (RS*/ES*/EdDSA; `\\n` sequences allowed). Unset: `CUSTOM_DIR/keys/private.pem`, generated outside production.',
+    'HS* shared secret, or a PEM private key (RS*/ES*/EdDSA; `\\n` sequences allowed). Unset: read from `CUSTOM_DIR/keys/private.pem` if present, else (outside production) generated once into `DATA_DIR/keys`.',
     { secret: true },
   ),
   JWT_ALGORITHM: oneOf(JWT, JWT_ALGORITHMS, 'RS256', 'Access-token signing algorithm.'),
@@ -548,7 +548,7 @@ const SETTINGS = {
   SMTP_SENDER: str(
     MAIL,
     (c) => String(c.SMTP_USER || 'gatehouse@localhost'),
-    '`From` address (default: `SMTP_USER`).',
+    '`From` address: `SMTP_USER` when set, else `gatehouse@localhost`.',
   ),
   SMTP_AUTH_METHOD: str(MAIL, 'PLAIN', 'SMTP authentication method.'),
   SMTP_TIMEOUT_MS: int(
