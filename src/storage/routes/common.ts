@@ -71,9 +71,13 @@ export function keyOf(request: FastifyRequest): ParsedKey {
 
 export async function callerOf(request: FastifyRequest): Promise<Caller> {
   const secret = request.headers['x-admin-secret'];
+  const query = { ...((request.query ?? {}) as Record<string, unknown>) };
+  // An empty `?token=` must never equal the empty token of an object stored without one (S3 objects
+  // put by other tools): rules compare `request.query.token === resource.Metadata.token`.
+  if (query.token === '') delete query.token;
   return {
     method: request.method,
-    query: (request.query ?? {}) as Record<string, unknown>,
+    query,
     auth: await request.identity(),
     adminSecret: typeof secret === 'string' ? secret : undefined,
   };

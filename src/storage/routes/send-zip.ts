@@ -41,6 +41,20 @@ export async function sendZip(
   let wake: (() => void) | undefined;
   let current: Readable | undefined;
   let gone = false;
+  const abort = (err: Error) => {
+    if (gone) return;
+    gone = true;
+    current?.destroy();
+    wake?.();
+    (zip.outputStream as unknown as NodeJS.ReadableStream & { destroy(e: Error): void }).destroy(err);
+  };
+  // A file deleted or rewritten while the zip is being written, or a store read that fails, surfaces as
+  // an 'error' on the zip; unhandled, it would take the whole process down. The download is cut short
+  // (the client sees a truncated zip), and the service carries on.
+  zip.on('error', (err: Error) => {
+    reply.log.warn({ err }, 'zip aborted: a file changed or could not be read while zipping');
+    abort(err);
+  });
   // A client that leaves mid-download: stop listing and release the file being read (an S3 socket).
   reply.raw.once('close', () => {
     if (reply.raw.writableFinished) return;
@@ -80,9 +94,7 @@ export async function sendZip(
       zip.end();
     } catch (err) {
       reply.log.error({ err }, 'zip aborted');
-      (zip.outputStream as unknown as NodeJS.ReadableStream & { destroy(e: Error): void }).destroy(
-        err as Error,
-      );
+      abort(err as Error);
     }
   };
   void fill();

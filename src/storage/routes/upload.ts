@@ -30,11 +30,32 @@ const schema = {
   response: { 200: FileMetadataSchema, ...errors(400, 401, 403, 404, 413, 503) },
 };
 
+/** Errors busboy raises for a body it cannot parse (they reach us on the part stream or the parser). */
+const BUSBOY_ERROR = /^(Unexpected end of multipart data|Multipart: |Part terminated early|Malformed)/;
+
+/** A multipart body the parser cannot read (no boundary, cut short) is the client's error: 400. */
+function malformed(err: unknown): AppError {
+  return new AppError(
+    'BAD_REQUEST',
+    `The multipart body is malformed: ${(err as Error)?.message ?? 'unreadable'}.`,
+    {
+      cause: err,
+    },
+  );
+}
+
 /** The file part of a multipart body; fails on a missing part and, after the bytes, on a second file. */
 async function multipartFile(request: FastifyRequest): Promise<IncomingFile> {
-  const parts = request.parts()[Symbol.asyncIterator]();
+  let parts: AsyncIterator<Awaited<ReturnType<FastifyRequest['file']>> & object>;
+  try {
+    parts = request.parts()[Symbol.asyncIterator]() as typeof parts;
+  } catch (err) {
+    throw malformed(err);
+  }
   for (;;) {
-    const r = await parts.next();
+    const r = await parts.next().catch((err: unknown) => {
+      throw err instanceof AppError ? err : malformed(err);
+    });
     if (r.done) throw new AppError('FILE_MISSING');
     const part = r.value;
     if (part.type !== 'file') continue;
@@ -51,7 +72,9 @@ async function multipartFile(request: FastifyRequest): Promise<IncomingFile> {
       mimetype: part.mimetype,
       async afterEnd() {
         for (;;) {
-          const next = await parts.next();
+          const next = await parts.next().catch((err: unknown) => {
+            throw err instanceof AppError ? err : malformed(err);
+          });
           if (next.done) return;
           if (next.value.type === 'file') {
             next.value.file.resume();
@@ -109,7 +132,13 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
       );
     }
     const file = request.isMultipart() ? await multipartFile(request) : rawFile(request);
-    const info = await uploadFile(deps, key, caller, file);
+    // The parser reports a body cut short as an error on the file stream; that is a 400, not a 500.
+    let streamError: unknown;
+    if (request.isMultipart()) file.stream.once('error', (err) => (streamError = err));
+    const info = await uploadFile(deps, key, caller, file).catch((err: unknown) => {
+      const fromParser = err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message));
+      throw request.isMultipart() && fromParser ? malformed(err) : err;
+    });
     await opts.ctx.storage?.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });
