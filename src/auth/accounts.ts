@@ -3,6 +3,7 @@
  * and email change, self-deletion. Route handlers call one function here each.
  */
 import type { AppContext } from '../context.ts';
+import type { Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { issueActivation } from '../mail/flows/activation.ts';
 import { setAccountLocale } from '../mail/mail-store.ts';
@@ -22,7 +23,14 @@ import {
 import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
-import { endAllSessions, familyOfAccessToken, issueSession, publicUser, type Session } from './sessions.ts';
+import {
+  endAllSessions,
+  issueSession,
+  type OwnSignIn,
+  ownFamily,
+  publicUser,
+  type Session,
+} from './sessions.ts';
 import { consumeTicket, issueTicket, retireTickets } from './tickets-store.ts';
 
 /** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
@@ -78,6 +86,29 @@ export function chooseRoles(
 }
 
 /**
+ * What every new account goes through before its insert: an allowed email that no account has, its roles
+ * (contract §4.1), and its `public.users` row (display name defaults to the email).
+ */
+export async function planNewAccount(
+  ctx: AppContext,
+  input: RegisterInput,
+): Promise<{ defaultRole: string; roles: string[]; userData: Record<string, unknown> }> {
+  assertEmailDomain(ctx, input.email);
+  const existing = await findAccountByEmail(ctx.db, input.email);
+  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
+  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  return { defaultRole, roles, userData: { display_name: input.email, ...(input.userData ?? {}) } };
+}
+
+/** The public user of an account just created inactive in `tx`, its locale recorded for the emails it gets. */
+export async function pendingUser(tx: Queryable, accountId: string, locale?: string): Promise<PublicUser> {
+  if (locale) await setAccountLocale(tx, accountId, locale);
+  const profile = await loadProfile(tx, accountId);
+  if (!profile) throw new Error(`account ${accountId} has no profile inside its own transaction`);
+  return publicUser(profile);
+}
+
+/**
  * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
  * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation email,
  * sent inside the transaction.
@@ -87,14 +118,10 @@ export async function registerWithPassword(
   input: RegisterInput & { password: string },
 ): Promise<RegisterResult> {
   const c = ctx.config;
-  assertEmailDomain(ctx, input.email);
-  const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
-  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  const { defaultRole, roles, userData } = await planNewAccount(ctx, input);
   await checkBreached(c, input.password);
   const passwordHash = await hashPassword(c, input.password);
   const active = c.AUTO_ACTIVATE_NEW_USERS;
-  const userData = { display_name: input.email, ...(input.userData ?? {}) };
 
   type Created = { user: PublicUser; session?: Session };
   return ctx.db.transaction(async (tx): Promise<Created> => {
@@ -111,9 +138,7 @@ export async function registerWithPassword(
       const session = await issueSession(ctx, accountId, { db: tx });
       return { user: session.user, session };
     }
-    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
-    const profile = await loadProfile(tx, accountId);
-    const user = publicUser(profile as NonNullable<typeof profile>);
+    const user = await pendingUser(tx, accountId, input.locale);
     // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.
     await issueActivation(ctx, tx, {
       accountId,
@@ -230,13 +255,12 @@ export async function callerAccount(ctx: AppContext, userId: string): Promise<Ac
 /**
  * Changes the caller's password. The current password is required when the account has one. Every other
  * session of the account ends in the same transaction (HBP kept them all, so a thief stayed signed in).
- * The caller's own sign-in is `keepFamily` when its refresh cookie came along, else the one its access
- * token was issued with (`tokenIat`).
+ * The caller's own sign-in (`own`, see ownFamily) is kept.
  */
 export async function changePassword(
   ctx: AppContext,
   userId: string,
-  input: { oldPassword?: string; newPassword: string; keepFamily?: string; tokenIat?: number },
+  input: { oldPassword?: string; newPassword: string; own?: OwnSignIn },
 ): Promise<void> {
   const account = await callerAccount(ctx, userId);
   if (account.password_hash !== null) {
@@ -248,11 +272,7 @@ export async function changePassword(
   await checkBreached(ctx.config, input.newPassword);
   const hash = await hashPassword(ctx.config, input.newPassword);
   await ctx.db.transaction(async (tx) => {
-    const keep =
-      input.keepFamily ??
-      (input.tokenIat === undefined
-        ? undefined
-        : await familyOfAccessToken(ctx, account.id, input.tokenIat, tx));
+    const keep = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
     await setPasswordHash(tx, account.id, hash);
     await retireTickets(tx, ctx.clock.now(), account.id, 'password-reset');
     await endAllSessions(ctx, account.id, keep, tx);
