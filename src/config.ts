@@ -293,7 +293,7 @@ const SETTINGS = {
   HASURA_ENDPOINT: str(
     APP,
     '',
-    'GraphQL engine endpoint (accepted for compatibility; Gatehouse talks to PostgreSQL directly).',
+    "GraphQL engine endpoint. When set, the auth tables and `public.users` are tracked there at start, with their relationships (HBP's metadata); Gatehouse itself talks to PostgreSQL directly.",
   ),
   HASURA_GRAPHQL_ADMIN_SECRET: str(
     APP,
