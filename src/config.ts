@@ -405,6 +405,12 @@ const SETTINGS = {
   ARGON2_MEMORY_COST: int(REG, 19456, 'argon2id memory in KiB (OWASP: 19456).', { min: 8 }),
   ARGON2_TIME_COST: int(REG, 2, 'argon2id iterations (OWASP: 2).', { min: 1 }),
   ARGON2_PARALLELISM: int(REG, 1, 'argon2id lanes (OWASP: 1).', { min: 1, max: 16 }),
+  PASSWORD_HASH_THREADS: int(
+    REG,
+    0,
+    'Threads that hash and check passwords (0: one per CPU core). They run at the lowest CPU priority, so requests are served first and logins share what is left.',
+    { min: 0, max: 64 },
+  ),
 
   // --- tokens and sessions ---
   JWT_KEY: str(

@@ -3,11 +3,12 @@
  * and email change, self-deletion. Route handlers call one function here each.
  */
 import type { AppContext } from '../context.ts';
-import type { Queryable } from '../db/database.ts';
+import type { Database, Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { issueActivation } from '../mail/flows/activation.ts';
 import { setAccountLocale } from '../mail/mail-store.ts';
 import {
+  type AccountProfile,
   type AccountRow,
   activateAccount,
   deleteUser,
@@ -16,11 +17,20 @@ import {
   findAccountByUserId,
   insertAccount,
   loadProfile,
+  loadProfileByEmail,
+  passwordHashPrefixes,
   setEmail,
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
-import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
+import {
+  checkBreached,
+  checkLoginPassword,
+  hashKind,
+  hashPassword,
+  needsRehash,
+  verifyPassword,
+} from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
 import {
@@ -154,22 +164,24 @@ export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa';
 
 /**
  * Password sign-in. Unknown email, missing hash and wrong password all answer the same 401 after the same
- * amount of hashing work. `adminSecret` (USER_IMPERSONATION_ENABLED) replaces the password check.
+ * amount of hashing work (see checkLoginPassword). `adminSecret` (USER_IMPERSONATION_ENABLED) replaces
+ * the password check. The account is read with its roles and user row, so that a sign-in costs two
+ * round trips: this read and the session insert.
  */
 export async function loginWithPassword(
   ctx: AppContext,
   input: { email: string; password?: string; adminSecret?: string },
 ): Promise<LoginResult> {
   const c = ctx.config;
-  const account = await findAccountByEmail(ctx.db, input.email);
+  const profile = await loadProfileByEmail(ctx.db, input.email);
   const impersonating = await checkImpersonation(ctx, input.adminSecret);
   if (!impersonating) {
     if (input.password === undefined) throw new AppError('VALIDATION', '"password" is required');
-    await checkPassword(ctx, account, input.password);
-  } else if (!account) {
+    await checkPassword(ctx, profile?.account, input.password);
+  } else if (!profile) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  const acc = account as AccountRow;
+  const { account: acc } = profile as AccountProfile;
   // Checked after the password, so that it tells nothing to someone who does not know it.
   if (!acc.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
   if (acc.mfa_enabled) {
@@ -180,7 +192,7 @@ export async function loginWithPassword(
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(ctx, acc.id) };
+  return { kind: 'session', session: await issueSession(ctx, acc.id, { profile }) };
 }
 
 /** True when a valid admin secret was sent for impersonation; 401 for a wrong one. */
@@ -194,19 +206,39 @@ async function checkImpersonation(ctx: AppContext, adminSecret: string | undefin
   return true;
 }
 
+/** How long the list of hash kinds in the database is trusted (hashes imported meanwhile wait this long). */
+export const HASH_KINDS_TTL_MS = 60_000;
+
+const hashKindsCache = new WeakMap<Database, { until: number; kinds: Promise<string[]> }>();
+
+/**
+ * The kinds of password hash accounts hold (bcrypt from HBP, argon2 with earlier ARGON2_* settings, the
+ * current one), read at most once per HASH_KINDS_TTL_MS: a failed sign-in pads its work to one
+ * verification of each. Only failures ask, so successful sign-ins never pay for the scan.
+ */
+function hashKindsInUse(ctx: AppContext): Promise<string[]> {
+  const now = ctx.clock.now().getTime();
+  const hit = hashKindsCache.get(ctx.db);
+  if (hit && hit.until > now) return hit.kinds;
+  const kinds = passwordHashPrefixes(ctx.db).then((prefixes) =>
+    prefixes.map((p) => hashKind(`${p}$`)).filter((k): k is string => k !== undefined),
+  );
+  hashKindsCache.set(ctx.db, { until: now + HASH_KINDS_TTL_MS, kinds });
+  kinds.catch(() => hashKindsCache.delete(ctx.db));
+  return kinds;
+}
+
 /** Verifies a password against an account (or a dummy when there is none); replaces outdated hashes. */
 async function checkPassword(
   ctx: AppContext,
   account: AccountRow | undefined,
   password: string,
 ): Promise<void> {
-  if (!account || account.password_hash === null) {
-    await verifyDummy(ctx.config, password);
+  const stored = account?.password_hash ?? null;
+  if (!(await checkLoginPassword(ctx.config, stored, password, () => hashKindsInUse(ctx)))) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  const stored = account.password_hash;
-  if (!(await verifyPassword(stored, password))) throw new AppError('INVALID_CREDENTIALS');
-  if (needsRehash(ctx.config, stored)) {
+  if (account && stored !== null && needsRehash(ctx.config, stored)) {
     await upgradePasswordHash(ctx.db, account.id, stored, await hashPassword(ctx.config, password));
   }
 }

@@ -14,7 +14,6 @@ import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
 import {
   deleteAccountSessions,
-  deleteExpiredSessions,
   deleteFamily,
   familiesIssuedAt,
   findSessionToken,
@@ -74,7 +73,7 @@ export async function issueSession(
   const familyId = opts.familyId ?? randomUUID();
   // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
   const refreshExpiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
-  await deleteExpiredSessions(db, accountId, now);
+  // Also drops the account's expired tokens.
   await insertSessionToken(db, {
     tokenHash: sha256Hex(refreshToken),
     familyId,
