@@ -1,6 +1,7 @@
 /**
- * Child process: raw argon2id verify rate with the given parameters at the given concurrency, using the
- * same library and thread pool as the service. Prints `{ "perSec": n }`.
+ * Child process: raw argon2id verify rate with the given parameters at the given concurrency, with the
+ * same library as the service, on libuv's pool sized by the caller (UV_THREADPOOL_SIZE) to the service's
+ * PASSWORD_HASH_THREADS. Prints `{ "perSec": n }`.
  */
 import { hash, verify } from '@node-rs/argon2';
 
