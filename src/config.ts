@@ -408,7 +408,7 @@ const SETTINGS = {
   PASSWORD_HASH_THREADS: int(
     REG,
     0,
-    'Threads that hash and check passwords (0: one per CPU core). They run at the lowest CPU priority, so requests are served first and logins share what is left.',
+    'Threads that hash and check passwords (0: one per CPU core). They run at a lower CPU priority than request handling (nice 10), so requests are served first and logins share what is left.',
     { min: 0, max: 64 },
   ),
 

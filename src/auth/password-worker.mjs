@@ -3,7 +3,7 @@
  * JavaScript, because worker threads load their module without the TypeScript loader of the tests;
  * the build copies it to dist/ as it is.
  *
- * It runs one job at a time, synchronously, at the lowest scheduling priority: when the CPU is short,
+ * It runs one job at a time, synchronously, at a lower scheduling priority than the event loop: when the CPU is short,
  * the event loop and the HTTP traffic it serves go first and hashing takes what is left, so a burst of
  * logins slows logins down instead of every other request.
  */

@@ -52,7 +52,7 @@ describe('password hashing', () => {
     assert.equal(await verifyDummy(config, 'anything'), false);
   });
 
-  it('runs the hashing threads at the lowest priority and leaves the event loop alone', {
+  it('runs the hashing threads at a lower priority than the event loop', {
     skip: !existsSync('/proc/self/task') && 'needs Linux /proc',
   }, async () => {
     await Promise.all([hashPassword(config, 'a'), hashPassword(config, 'b')]);
@@ -62,8 +62,9 @@ describe('password hashing', () => {
     };
     const levels = readdirSync('/proc/self/task').map(nice);
     const main = nice(String(process.pid));
-    assert.ok(levels.filter((n) => n === 19).length >= 2, `thread nice levels: ${levels}`);
-    // Unless the whole process was started at the lowest priority, the event loop stays above the hashing.
-    if (main < 19) assert.equal(levels.filter((n) => n === 19).length, 2, `thread nice levels: ${levels}`);
+    // Unless the whole process was started at a low priority already, the event loop stays above hashing.
+    if (main < 10) {
+      assert.equal(levels.filter((n) => n === 10).length, 2, `thread nice levels: ${levels}`);
+    }
   });
 });
