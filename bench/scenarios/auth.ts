@@ -66,6 +66,7 @@ export const authScenarios: Scenario = {
           String(ARGON2.parallelism),
           String(CONNECTIONS),
           String(env.durationS * 1000),
+          String(HASH_NICE),
         ],
         { UV_THREADPOOL_SIZE: String(THREADS) },
       );
