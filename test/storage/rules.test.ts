@@ -295,6 +295,31 @@ describe('expression evaluator', () => {
     assert.equal(rules.decide('get', input('/x/a')).allowed, false);
   });
 
+  it('reuses the copy of a deeply frozen object, and copies anything that could change', () => {
+    const frozen = Object.freeze({ 'user-id': 'a', roles: Object.freeze(['user']) });
+    assert.equal(toValue(frozen), toValue(frozen));
+    const shallow = Object.freeze({ roles: ['user'] });
+    const first = toValue(shallow) as { roles: readonly string[] };
+    shallow.roles.push('admin');
+    assert.deepEqual((toValue(shallow) as { roles: readonly string[] }).roles, ['user', 'admin']);
+    assert.deepEqual(first.roles, ['user']);
+    let n = 0;
+    const getter = Object.freeze(
+      Object.defineProperty({}, 'n', {
+        enumerable: true,
+        get: () => {
+          n += 1;
+          return n;
+        },
+      }),
+    );
+    assert.notDeepEqual(toValue(getter), toValue(getter));
+    const date = Object.freeze({ d: new Date(0) });
+    toValue(date);
+    date.d.setTime(1000);
+    assert.deepEqual(toValue(date), { __proto__: null, d: new Date(1000).toISOString() });
+  });
+
   it('gives rule data no prototype to reach', () => {
     const v = toValue({ a: { b: [1] } }) as Record<string, unknown>;
     assert.equal(Object.getPrototypeOf(v), null);

@@ -168,10 +168,32 @@ export interface RuleFunction {
   readonly body: CompiledExpression;
 }
 
+/** The names an expression can read. A Map will do; `has` tells "not defined" from `undefined`. */
+export interface Vars {
+  has(name: string): boolean;
+  get(name: string): Value;
+}
+
 export interface Scope {
   /** Names an expression can read: request, resource, path variables (and a function's parameters). */
-  readonly vars: ReadonlyMap<string, Value>;
+  readonly vars: Vars;
   readonly functions: ReadonlyMap<string, RuleFunction>;
+}
+
+/** A function's parameters over the caller's names (a later parameter of the same name wins). */
+class ParamVars implements Vars {
+  constructor(
+    private readonly params: readonly string[],
+    private readonly args: readonly Value[],
+    private readonly outer: Vars,
+  ) {}
+  has(name: string): boolean {
+    return this.params.includes(name) || this.outer.has(name);
+  }
+  get(name: string): Value {
+    const i = this.params.lastIndexOf(name);
+    return i >= 0 ? this.args[i] : this.outer.get(name);
+  }
 }
 
 export function evaluate(expr: CompiledExpression, scope: Scope): Value {
@@ -257,10 +279,7 @@ function call(c: jsep.CallExpression, scope: Scope, depth: number): Value {
     const name = (c.callee as jsep.Identifier).name;
     const fn = scope.functions.get(name);
     if (!fn) throw new RuleError(`function "${name}" is not defined`);
-    const vars = new Map(scope.vars);
-    fn.params.forEach((p, i) => {
-      vars.set(p, args[i]);
-    });
+    const vars = new ParamVars(fn.params, args, scope.vars);
     return evalNode(fn.body.ast, { vars, functions: scope.functions }, depth + 1);
   }
   const m = c.callee as jsep.MemberExpression;
@@ -337,6 +356,29 @@ function looseEqual(a: Value, b: Value): boolean {
 }
 
 /**
+ * Whether `v` can never change: primitives, and frozen arrays and plain objects whose own properties are
+ * data properties (no getters) holding such values. A Date or any class instance does not qualify.
+ */
+function isImmutableData(v: unknown, depth: number): boolean {
+  if (v === null || typeof v !== 'object') return typeof v !== 'function';
+  if (depth > 16 || !Object.isFrozen(v)) return false;
+  if (!Array.isArray(v)) {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return false;
+  }
+  for (const d of Object.values(Object.getOwnPropertyDescriptors(v))) {
+    if (!('value' in d) || !isImmutableData(d.value, depth + 1)) return false;
+  }
+  return true;
+}
+
+/**
+ * Copies of immutable objects, by object and depth: the permission variables of a verified access token
+ * are frozen and shared by every request that presents it, so their copy is made once.
+ */
+const immutableCopies = new WeakMap<object, { depth: number; value: Value }>();
+
+/**
  * Copies a JavaScript value into rule data: null-prototype objects and frozen arrays, no functions,
  * symbols (other than NOT_YET_KNOWN) or class instances (a Date becomes its ISO string).
  */
@@ -357,10 +399,19 @@ export function toValue(v: unknown, depth = 0): Value {
   }
   if (depth > 16) return undefined;
   if (v instanceof Date) return v.toISOString();
-  if (Array.isArray(v)) return Object.freeze(v.map((x) => toValue(x, depth + 1)));
-  const out: Record<string, Value> = Object.create(null);
-  for (const [k, x] of Object.entries(v as object)) {
-    if (!FORBIDDEN.has(k)) out[k] = toValue(x, depth + 1);
+  const memo = immutableCopies.get(v as object);
+  if (memo && memo.depth === depth) return memo.value;
+  let out: Value;
+  if (Array.isArray(v)) out = Object.freeze(v.map((x) => toValue(x, depth + 1)));
+  else {
+    const o: Record<string, Value> = Object.create(null);
+    for (const [k, x] of Object.entries(v as object)) {
+      if (!FORBIDDEN.has(k)) o[k] = toValue(x, depth + 1);
+    }
+    out = Object.freeze(o);
   }
-  return Object.freeze(out);
+  // Frozen stays frozen, so the copy of an immutable object stays right for as long as it exists.
+  if (Object.isFrozen(v) && isImmutableData(v, depth))
+    immutableCopies.set(v as object, { depth, value: out });
+  return out;
 }
