@@ -405,8 +405,9 @@ export function toValue(v: unknown, depth = 0): Value {
   if (Array.isArray(v)) out = Object.freeze(v.map((x) => toValue(x, depth + 1)));
   else {
     const o: Record<string, Value> = Object.create(null);
-    for (const [k, x] of Object.entries(v as object)) {
-      if (!FORBIDDEN.has(k)) o[k] = toValue(x, depth + 1);
+    // Own enumerable string keys, in order (as Object.entries, without its pair arrays).
+    for (const k of Object.keys(v as object)) {
+      if (!FORBIDDEN.has(k)) o[k] = toValue((v as Record<string, unknown>)[k], depth + 1);
     }
     out = Object.freeze(o);
   }
