@@ -36,6 +36,7 @@ export type Value =
   | string
   | typeof NOT_YET_KNOWN
   | readonly Value[]
+  | LazyRecord
   | { readonly [key: string]: Value };
 
 type Node = jsep.Expression;
@@ -244,7 +245,7 @@ function known(v: Value): Value {
 }
 
 function isObject(v: Value): v is { readonly [key: string]: Value } {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof LazyRecord);
 }
 
 function member(m: jsep.MemberExpression, scope: Scope, depth: number): Value {
@@ -264,6 +265,7 @@ function member(m: jsep.MemberExpression, scope: Scope, depth: number): Value {
     if (/^(0|[1-9]\d{0,8})$/.test(k)) return known(list[Number(k)] as Value);
     throw new RuleError(`"${k}" cannot be read from a ${typeof obj === 'string' ? 'string' : 'list'}`);
   }
+  if (obj instanceof LazyRecord) return known(obj.read(k));
   if (isObject(obj)) return Object.hasOwn(obj, k) ? known(obj[k]) : undefined;
   throw new RuleError(`cannot read "${k}" of a ${typeof obj}`);
 }
@@ -415,4 +417,48 @@ export function toValue(v: unknown, depth = 0): Value {
   if (Object.isFrozen(v) && isImmutableData(v, depth))
     immutableCopies.set(v as object, { depth, value: out });
   return out;
+}
+
+const isEnumerableOwn = (o: object, k: string) => Object.prototype.propertyIsEnumerable.call(o, k);
+
+/**
+ * Rule data over a plain JavaScript object, copied a property at a time as rules read it: reading `k`
+ * gives what `toValue(source)[k]` would hold, but a decision that reads `request.auth['user-id']` no
+ * longer copies the whole request, query and resource first. Rules see it as an object: member access
+ * goes through `read` (own enumerable properties, forbidden names excluded, as toValue), and nothing
+ * else of the instance (its source, its methods) is reachable from a rule. Each property is copied
+ * once, so reading it twice gives the same value (`request.auth === request.auth`).
+ */
+export class LazyRecord {
+  readonly #source: object;
+  readonly #depth: number;
+  readonly #copies = new Map<string, Value>();
+
+  constructor(source: object, depth: number) {
+    this.#source = source;
+    this.#depth = depth;
+  }
+
+  read(key: string): Value {
+    if (this.#copies.has(key)) return this.#copies.get(key);
+    const v =
+      !FORBIDDEN.has(key) && isEnumerableOwn(this.#source, key)
+        ? lazyValue((this.#source as Record<string, unknown>)[key], this.#depth + 1)
+        : undefined;
+    this.#copies.set(key, v);
+    return v;
+  }
+}
+
+/**
+ * toValue for the evaluator, deferring the copy of plain objects to LazyRecord; everything else
+ * (primitives, Dates, arrays, immutable objects with a copy already made) is exactly toValue.
+ */
+export function lazyValue(v: unknown, depth = 0): Value {
+  if (v === null || typeof v !== 'object' || depth > 16 || v instanceof Date || Array.isArray(v))
+    return toValue(v, depth);
+  const memo = immutableCopies.get(v);
+  if (memo && memo.depth === depth) return memo.value;
+  if (Object.isFrozen(v) && isImmutableData(v, depth)) return toValue(v, depth);
+  return new LazyRecord(v, depth);
 }

@@ -10,10 +10,10 @@ import {
   type CompiledExpression,
   compileExpression,
   evaluate,
+  lazyValue,
   RuleError,
   type RuleFunction,
   RuleNeedsValue,
-  toValue,
   type Value,
   type Vars,
 } from './expression.ts';
@@ -85,7 +85,7 @@ const LATER: Decision = Object.freeze({ allowed: 'later' });
 
 /**
  * What a rule of a matching entry can read: the path variables, `request` and `resource`. The last two
- * are copied into rule data (toValue) on first use only: most decisions read one of them or neither.
+ * are copied into rule data on first use only, and then only the properties a rule reads (LazyRecord).
  */
 class DecisionVars implements Vars {
   private request: Value | undefined;
@@ -107,14 +107,14 @@ class DecisionVars implements Vars {
     if (name === 'request') {
       if (!this.requestDone) {
         const { path, method, query, auth } = this.input;
-        this.request = toValue({ path, method, query, auth });
+        this.request = lazyValue({ path, method, query, auth });
         this.requestDone = true;
       }
       return this.request;
     }
     if (name === 'resource') {
       if (!this.resourceDone) {
-        this.resource = toValue(this.input.resource);
+        this.resource = lazyValue(this.input.resource);
         this.resourceDone = true;
       }
       return this.resource;
