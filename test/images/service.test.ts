@@ -31,7 +31,10 @@ describe('image service', () => {
     png = await photo(120, 80);
     service = new ImageService(configFrom({ DATA_DIR: dir, IMAGE_CACHE_DIR: path.join(dir, 'cache') }));
   });
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  after(async () => {
+    await service.flush(); // variants are written after their answer; let them land before removing the folder
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('renders once, then answers the same request from the cache with identical bytes', async () => {
     const counter = { opens: 0 };
