@@ -286,6 +286,11 @@ export async function openFile(deps: StorageDeps, info: ObjectInfo, range?: Byte
   return got.body;
 }
 
+/** The whole of the version `info` describes, in memory (small files only); ObjectChanged as openFile. */
+export async function readFileBytes(deps: StorageDeps, info: ObjectInfo): Promise<Buffer> {
+  return store(() => deps.objects.read(info.key, info));
+}
+
 /**
  * The files of a folder the caller may list: the folder itself must pass `list`/`read`, then each file
  * its own entry's `list`/`read` with its own path variables and metadata (HBP used the folder's, D21).

@@ -68,6 +68,11 @@ export interface ObjectStore {
     range?: ByteRange,
     expect?: ObjectInfo,
   ): Promise<{ info: ObjectInfo; body: Readable } | undefined>;
+  /**
+   * The whole of the version `expect` describes, in one buffer: for small objects read ahead (zips).
+   * Rejects with ObjectChanged as `get` does.
+   */
+  read(key: string, expect: ObjectInfo): Promise<Buffer>;
   /** False when there was nothing to delete. */
   delete(key: string): Promise<boolean>;
   /** Replaces the file token, keeping bytes and content type. Undefined when the object is missing. */

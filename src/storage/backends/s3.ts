@@ -230,6 +230,16 @@ export class S3ObjectStore implements ObjectStore {
     return { info, body };
   }
 
+  async read(key: string, expect: ObjectInfo): Promise<Buffer> {
+    const got = await this.get(key, undefined, expect);
+    if (!got) throw new ObjectChanged(`${key} changed since its metadata was read`);
+    const chunks: Buffer[] = [];
+    await this.call(async () => {
+      for await (const c of got.body) chunks.push(c as Buffer);
+    });
+    return Buffer.concat(chunks);
+  }
+
   async delete(key: string): Promise<boolean> {
     // S3 deletes are idempotent and say nothing about existence, so ask first.
     if (!(await this.head(key))) return false;
