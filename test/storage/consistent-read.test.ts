@@ -47,7 +47,7 @@ for (const backend of backendKinds as BackendKind[]) {
     });
     after(() => s.close());
 
-    it('opens the version it was given, and only that one', async () => {
+    it('opens and reads the version it was given, and only that one', async () => {
       const v1 = await put(s.store, 'v/file', OLD);
       const got = await s.store.get('v/file', undefined, v1);
       assert.ok(got);
@@ -55,8 +55,11 @@ for (const backend of backendKinds as BackendKind[]) {
       const ranged = await s.store.get('v/file', { start: 4, end: 6 }, v1);
       assert.equal((await readAll(ranged?.body as Readable)).toString(), 'old');
 
+      assert.equal((await s.store.read('v/file', v1)).toString(), OLD);
+
       await put(s.store, 'v/file', NEW);
       await assert.rejects(s.store.get('v/file', undefined, v1), ObjectChanged);
+      await assert.rejects(s.store.read('v/file', v1), ObjectChanged);
       // Without the store's version name, the metadata decides (the ETag and the date).
       const { version: _, ...described } = v1;
       await assert.rejects(s.store.get('v/file', undefined, described as ObjectInfo), ObjectChanged);
@@ -66,6 +69,7 @@ for (const backend of backendKinds as BackendKind[]) {
       const v1 = await put(s.store, 'v/gone', OLD);
       await s.store.delete('v/gone');
       await assert.rejects(s.store.get('v/gone', undefined, v1), ObjectChanged);
+      await assert.rejects(s.store.read('v/gone', v1), ObjectChanged);
     });
   });
 
