@@ -12,10 +12,9 @@
  * differ only in case stay distinct on case-insensitive filesystems.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { PassThrough, type Readable, Transform } from 'node:stream';
+import { PassThrough, type Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { StreamMd5 } from './md5.ts';
 import {
@@ -36,6 +35,8 @@ const STALE_TMP_MS = 60 * 60 * 1000;
  * (docs/performance.md); a file smaller than this is read in one read of its exact size.
  */
 const STREAM_CHUNK = 1024 * 1024;
+/** Bytes of an upload between early flushes to the disk (see put). */
+const EARLY_SYNC = 32 * 1024 * 1024;
 /** Metadata files a listing reads at once. */
 const LIST_READS = 16;
 /** What a data file's name looks like (`<escaped name>~<uuid>.data`); anything else is never opened. */
@@ -125,6 +126,26 @@ export class FsObjectStore implements ObjectStore {
     const md5 = new StreamMd5();
     let size = 0;
     let etag: string;
+    const fh = await open(tmpFile, 'wx');
+    // Early flushes: every EARLY_SYNC bytes, one fdatasync runs while the body keeps arriving, so the disk
+    // writes overlap the upload instead of all waiting for the final fsync. They only add flushes: the
+    // final fsync still runs, and completes, before the rename. A failed early flush fails the upload
+    // (after a failed fsync, Linux may report the next one clean although data was lost).
+    let flushed = 0;
+    let flushing: Promise<void> | undefined;
+    let flushError: unknown;
+    const flushEarly = () => {
+      flushed = size;
+      flushing = fh.datasync().then(
+        () => {
+          flushing = undefined;
+        },
+        (err: unknown) => {
+          flushError ??= err;
+          flushing = undefined;
+        },
+      );
+    };
     try {
       await pipeline(
         body,
@@ -132,22 +153,27 @@ export class FsObjectStore implements ObjectStore {
           highWaterMark: STREAM_CHUNK,
           transform(chunk: Buffer, _enc, cb) {
             size += chunk.length;
+            if (size - flushed >= EARLY_SYNC && !flushing) flushEarly();
             const wait = md5.update(chunk);
             if (wait) wait.then(() => cb(null, chunk), cb);
             else cb(null, chunk);
           },
         }),
-        // A deep buffer keeps the body flowing while a write is in the thread pool (the writes coalesce).
-        createWriteStream(tmpFile, { flags: 'wx', highWaterMark: STREAM_CHUNK }),
+        fileSink(fh),
       );
+      await flushing;
+      if (flushError) throw flushError;
       // Durability: the bytes are on disk before anything can point at them (then rename, then metadata).
-      const [hex] = await Promise.all([md5.digest(), syncFile(tmpFile)]);
+      const [hex] = await Promise.all([md5.digest(), fh.sync()]);
       etag = `"${hex}"`;
     } catch (err) {
       md5.dispose();
+      await flushing;
+      await fh.close().catch(() => {});
       await rm(tmpFile, { force: true });
       throw err;
     }
+    await fh.close();
     const { dir, base } = this.location(key);
     const dataName = `${base}~${randomUUID()}.data`;
     const sidecar: Sidecar = {
@@ -363,6 +389,37 @@ function toInfo(s: Sidecar): ObjectInfo {
 
 type FileHandle = Awaited<ReturnType<typeof open>>;
 
+/**
+ * Writes a stream into an open file, from its start. The handle stays the caller's (to flush and close);
+ * its close waits for a write still in flight. A deep buffer keeps the body flowing while a write is in
+ * the thread pool, and what gathers meanwhile goes out in one writev.
+ */
+function fileSink(fh: FileHandle): Writable {
+  let position = 0;
+  const writeAll = async (buffers: Buffer[]) => {
+    let rest = buffers;
+    while (rest.length > 0) {
+      const { bytesWritten } = await fh.writev(rest, position);
+      position += bytesWritten;
+      let skip = bytesWritten;
+      while (rest.length > 0 && skip >= (rest[0] as Buffer).length) {
+        skip -= (rest[0] as Buffer).length;
+        rest = rest.slice(1);
+      }
+      if (skip > 0) rest = [(rest[0] as Buffer).subarray(skip), ...rest.slice(1)];
+    }
+  };
+  return new Writable({
+    highWaterMark: STREAM_CHUNK,
+    write(chunk: Buffer, _enc, cb) {
+      writeAll([chunk]).then(() => cb(), cb);
+    },
+    writev(chunks, cb) {
+      writeAll(chunks.map((c) => c.chunk as Buffer)).then(() => cb(), cb);
+    },
+  });
+}
+
 async function collect(body: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of body) chunks.push(c as Buffer);
@@ -393,16 +450,6 @@ async function readBody(fh: FileHandle, size: number, range?: ByteRange): Promis
     return empty;
   }
   return fh.createReadStream({ start, end, highWaterMark: Math.min(end - start + 1, STREAM_CHUNK) });
-}
-
-/** fsync of a written file. */
-async function syncFile(file: string): Promise<void> {
-  const fh = await open(file, 'r+');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 function isMissing(err: unknown): boolean {
