@@ -16,7 +16,7 @@ export function configTable(): string {
     out.push(`\n**${g}**\n`, '| Setting | Default | Meaning |', '|---|---|---|');
     for (const r of rows.filter((x) => x.group === g)) {
       const names = [r.name, ...r.aliases].map((n) => `\`${n}\``).join(' / ');
-      const dflt = r.default === '' ? '—' : `\`${r.default.replace(/\|/g, '\\|')}\``;
+      const dflt = r.defaultDoc ?? (r.default === '' ? '—' : `\`${r.default.replace(/\|/g, '\\|')}\``);
       out.push(`| ${names} | ${dflt} | ${r.doc.replace(/\|/g, '\\|')} |`);
     }
   }

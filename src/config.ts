@@ -27,6 +27,11 @@ interface Setting<T> {
 
 class Invalid extends Error {}
 
+/** A setting whose computed default is documented as `doc` (Markdown) instead of its value on this machine. */
+function shownAs<T>(setting: Setting<T>, doc: string): Setting<T> {
+  return { ...setting, defaultDoc: doc };
+}
+
 const TRUE = new Set(['true', '1', 'yes', 'on']);
 const FALSE = new Set(['false', '0', 'no', 'off']);
 
@@ -218,11 +223,14 @@ const SETTINGS = {
   ),
   HOST: str(APP, '0.0.0.0', 'Interface to listen on (HBP: empty means all interfaces).'),
   PORT: int(APP, 3000, 'Port to listen on.', { min: 0, max: 65535 }),
-  SERVER_URL: str(
-    APP,
-    (c) => `http://localhost:${c.PORT}`,
-    'Public base URL of this service, used in email links.',
-    {},
+  SERVER_URL: shownAs(
+    str(
+      APP,
+      (c) => `http://localhost:${c.PORT}`,
+      'Public base URL of this service, used in email links.',
+      {},
+    ),
+    '`http://localhost:<PORT>` (`http://localhost:3000`)',
   ),
   DATA_DIR: str(
     APP,
@@ -273,16 +281,19 @@ const SETTINGS = {
     [],
     'Origins allowed to call the API with credentials (`*` patterns allowed). Unset: any localhost origin outside production, none in production.',
   ),
-  TRUST_PROXY: str(
-    APP,
-    (c) => (c.NODE_ENV === 'production' ? '1' : 'false'),
-    'Fastify `trustProxy`: `true`, `false`, a hop count or a list of addresses.',
+  TRUST_PROXY: shownAs(
+    str(
+      APP,
+      (c) => (c.NODE_ENV === 'production' ? '1' : 'false'),
+      'Fastify `trustProxy`: `true`, `false`, a hop count or a list of addresses.',
+    ),
+    '`false`; `1` in production',
   ),
   BODY_LIMIT: bytes(APP, 1024 * 1024, 'Largest JSON body accepted (413 beyond).'),
   HASURA_ENDPOINT: str(
     APP,
     '',
-    'GraphQL engine endpoint (accepted for compatibility; Gatehouse talks to PostgreSQL directly).',
+    "GraphQL engine endpoint. When set, the auth tables and `public.users` are tracked there at start, with their relationships (HBP's metadata); Gatehouse itself talks to PostgreSQL directly.",
   ),
   HASURA_GRAPHQL_ADMIN_SECRET: str(
     APP,
@@ -353,15 +364,17 @@ const SETTINGS = {
   ),
   DEFAULT_USER_ROLE: str(REG, 'user', 'Default role of new accounts.'),
   DEFAULT_ANONYMOUS_ROLE: str(REG, 'anonymous', 'Role of anonymous accounts.'),
-  DEFAULT_ALLOWED_USER_ROLES: list(
-    REG,
-    (c) => [String(c.DEFAULT_USER_ROLE)],
-    'Roles given to a new account that asks for none.',
+  DEFAULT_ALLOWED_USER_ROLES: shownAs(
+    list(REG, (c) => [String(c.DEFAULT_USER_ROLE)], 'Roles given to a new account that asks for none.'),
+    'same as `DEFAULT_USER_ROLE` (`user`)',
   ),
-  ALLOWED_USER_ROLES: list(
-    REG,
-    (c) => [...(c.DEFAULT_ALLOWED_USER_ROLES as string[])],
-    'Roles a new account may ask for in `register_options.allowed_roles`.',
+  ALLOWED_USER_ROLES: shownAs(
+    list(
+      REG,
+      (c) => [...(c.DEFAULT_ALLOWED_USER_ROLES as string[])],
+      'Roles a new account may ask for in `register_options.allowed_roles`.',
+    ),
+    'same as `DEFAULT_ALLOWED_USER_ROLES` (`user`)',
   ),
   AUTO_ACTIVATE_NEW_USERS: bool(
     REG,
@@ -392,6 +405,12 @@ const SETTINGS = {
   ARGON2_MEMORY_COST: int(REG, 19456, 'argon2id memory in KiB (OWASP: 19456).', { min: 8 }),
   ARGON2_TIME_COST: int(REG, 2, 'argon2id iterations (OWASP: 2).', { min: 1 }),
   ARGON2_PARALLELISM: int(REG, 1, 'argon2id lanes (OWASP: 1).', { min: 1, max: 16 }),
+  PASSWORD_HASH_THREADS: int(
+    REG,
+    0,
+    'Threads that hash and check passwords (0: one per CPU core). They run at a lower CPU priority than request handling (nice 10), so requests are served first and logins share what is left.',
+    { min: 0, max: 64 },
+  ),
 
   // --- tokens and sessions ---
   JWT_KEY: str(
@@ -526,11 +545,14 @@ const SETTINGS = {
   ),
 
   // --- email ---
-  EMAILS_ENABLED: bool(
-    MAIL,
-    (c) => c.NODE_ENV !== 'production',
-    'Send emails. Default: on outside production (to the outbox when `SMTP_HOST` is unset), off in production.',
-    ['EMAILS_ENABLE'],
+  EMAILS_ENABLED: shownAs(
+    bool(
+      MAIL,
+      (c) => c.NODE_ENV !== 'production',
+      'Send emails. Default: on outside production (to the outbox when `SMTP_HOST` is unset), off in production.',
+      ['EMAILS_ENABLE'],
+    ),
+    '`true`; `false` in production',
   ),
   SMTP_HOST: str(
     MAIL,
@@ -538,17 +560,23 @@ const SETTINGS = {
     'SMTP server. Unset outside production: emails go to `DATA_DIR/outbox` and the log.',
   ),
   SMTP_PORT: int(MAIL, 587, 'SMTP port.', { min: 1, max: 65535 }),
-  SMTP_SECURE: bool(
-    MAIL,
-    (c) => c.SMTP_PORT === 465,
-    'Implicit TLS. Default: true only on port 465 (587 uses STARTTLS).',
+  SMTP_SECURE: shownAs(
+    bool(
+      MAIL,
+      (c) => c.SMTP_PORT === 465,
+      'Implicit TLS. Default: true only on port 465 (587 uses STARTTLS).',
+    ),
+    '`true` when `SMTP_PORT` is 465',
   ),
   SMTP_USER: str(MAIL, '', 'SMTP user.'),
   SMTP_PASS: str(MAIL, '', 'SMTP password.', { secret: true }),
-  SMTP_SENDER: str(
-    MAIL,
-    (c) => String(c.SMTP_USER || 'gatehouse@localhost'),
-    '`From` address: `SMTP_USER` when set, else `gatehouse@localhost`.',
+  SMTP_SENDER: shownAs(
+    str(
+      MAIL,
+      (c) => String(c.SMTP_USER || 'gatehouse@localhost'),
+      '`From` address: `SMTP_USER` when set, else `gatehouse@localhost`.',
+    ),
+    '`SMTP_USER`, else `gatehouse@localhost`',
   ),
   SMTP_AUTH_METHOD: str(MAIL, 'PLAIN', 'SMTP authentication method.'),
   SMTP_TIMEOUT_MS: int(
@@ -571,10 +599,13 @@ const SETTINGS = {
       min: 1,
     },
   ),
-  EMAIL_TEMPLATES_DIR: str(
-    MAIL,
-    (c) => path.join(String(c.CUSTOM_DIR), 'emails'),
-    'Folder of template overrides laid out like HBP `custom/emails/<template>/{subject,html}.ejs`.',
+  EMAIL_TEMPLATES_DIR: shownAs(
+    str(
+      MAIL,
+      (c) => path.join(String(c.CUSTOM_DIR), 'emails'),
+      'Folder of template overrides laid out like HBP `custom/emails/<template>/{subject,html}.ejs`.',
+    ),
+    '`<CUSTOM_DIR>/emails`',
   ),
 
   // --- storage ---
@@ -591,10 +622,13 @@ const SETTINGS = {
   S3_ACCESS_KEY_ID: str(STORAGE, '', 'S3 access key.', { secret: true }),
   S3_SECRET_ACCESS_KEY: str(STORAGE, '', 'S3 secret key.', { secret: true }),
   S3_REGION: str(STORAGE, 'us-east-1', 'S3 region.'),
-  STORAGE_RULES_PATH: str(
-    STORAGE,
-    (c) => path.join(String(c.CUSTOM_DIR), 'storage-rules', 'rules.yaml'),
-    "Storage rules (HBP format). Missing file: HBP's default rules.",
+  STORAGE_RULES_PATH: shownAs(
+    str(
+      STORAGE,
+      (c) => path.join(String(c.CUSTOM_DIR), 'storage-rules', 'rules.yaml'),
+      "Storage rules (HBP format). Missing file: HBP's default rules.",
+    ),
+    '`<CUSTOM_DIR>/storage-rules/rules.yaml`',
   ),
   STORAGE_MAX_UPLOAD_SIZE: bytes(STORAGE, 1024 ** 3, 'Largest upload accepted (413 beyond).'),
   STORAGE_PUBLIC_MAX_AGE: int(
@@ -630,10 +664,13 @@ const SETTINGS = {
     100 * 1024 ** 2,
     'Largest source file (bytes) that is transformed (422 beyond); the file is read into memory.',
   ),
-  IMAGE_CACHE_DIR: str(
-    IMAGES,
-    (c) => path.join(String(c.DATA_DIR), 'image-cache'),
-    'Folder of the local cache of transformed images (per instance; never listed or zipped).',
+  IMAGE_CACHE_DIR: shownAs(
+    str(
+      IMAGES,
+      (c) => path.join(String(c.DATA_DIR), 'image-cache'),
+      'Folder of the local cache of transformed images (per instance; never listed or zipped).',
+    ),
+    '`<DATA_DIR>/image-cache`',
   ),
   IMAGE_CACHE_MAX_SIZE: bytes(
     IMAGES,
@@ -790,6 +827,8 @@ export function describeSettings(): {
   group: string;
   doc: string;
   default: string;
+  /** Markdown describing a computed default, when the setting has one. */
+  defaultDoc?: string;
 }[] {
   const shown: Partial = {};
   return (Object.entries(SETTINGS) as [string, Setting<unknown>][]).map(([name, s]) => {
@@ -802,6 +841,7 @@ export function describeSettings(): {
       group: s.group,
       doc: s.doc,
       default: s.secret && dflt ? '(secret)' : dflt,
+      defaultDoc: s.defaultDoc,
     };
   });
 }

@@ -3,11 +3,13 @@
  * SIGINT stop accepting connections, let in-flight requests finish, close the pools, exit 0. Kept apart
  * from `main.ts` so that tests can run the same sequence in a child process with a route of their own.
  */
+
 import type http from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
+import { applyHasuraMetadata } from './hasura/metadata.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -62,6 +64,13 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
       { address, database: ctx.db.kind, dataDir: config.DATA_DIR },
       `Gatehouse listening on ${address} (${where})`,
     );
+    if (config.HASURA_ENDPOINT) {
+      // In the background: the engine may start after us, and its answers never block the service.
+      void applyHasuraMetadata(
+        { endpoint: config.HASURA_ENDPOINT, adminSecret: config.HASURA_GRAPHQL_ADMIN_SECRET },
+        opts.log,
+      );
+    }
     return { app, ctx, address, drain };
   } catch (err) {
     await app?.close().catch(() => {});

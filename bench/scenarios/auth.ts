@@ -1,7 +1,12 @@
 /**
  * Login throughput against raw argon2id verification, and /health latency while logins saturate the CPU
- * (the event loop must stay free: hashing runs on the thread pool).
+ * (the event loop must stay free: hashing runs on the service's own low-priority hashing threads).
+ *
+ * Same parameters, thread count and priority on both sides: the service hashes on PASSWORD_HASH_THREADS
+ * threads at nice 10, the baseline on a libuv pool of as many threads (UV_THREADPOOL_SIZE), one per core,
+ * at nice 10 too (which changes nothing on an idle machine, and gives both the same share of a busy one).
  */
+import { availableParallelism } from 'node:os';
 import { runChild } from '../lib/child.ts';
 import type { BenchEnv, Scenario } from '../lib/env.ts';
 import { serviceDatabase } from '../lib/env.ts';
@@ -11,6 +16,9 @@ import { startService } from '../lib/service.ts';
 
 const ARGON2 = { memoryCost: 19456, timeCost: 2, parallelism: 1 };
 const CONNECTIONS = 8;
+const THREADS = availableParallelism();
+/** The nice value of the service's hashing threads (src/auth/passwords.ts). */
+const HASH_NICE = 10;
 
 async function register(url: string, email: string, password: string): Promise<void> {
   const res = await fetch(`${url}/auth/register`, {
@@ -33,6 +41,7 @@ export const authScenarios: Scenario = {
       ARGON2_MEMORY_COST: String(ARGON2.memoryCost),
       ARGON2_TIME_COST: String(ARGON2.timeCost),
       ARGON2_PARALLELISM: String(ARGON2.parallelism),
+      PASSWORD_HASH_THREADS: String(THREADS),
     });
     try {
       const email = 'bench@example.com';
@@ -49,13 +58,18 @@ export const authScenarios: Scenario = {
       });
 
       env.log('argon2 baseline');
-      const base = await runChild<{ perSec: number }>('argon2-baseline.ts', [
-        String(ARGON2.memoryCost),
-        String(ARGON2.timeCost),
-        String(ARGON2.parallelism),
-        String(CONNECTIONS),
-        String(env.durationS * 1000),
-      ]);
+      const base = await runChild<{ perSec: number }>(
+        'argon2-baseline.ts',
+        [
+          String(ARGON2.memoryCost),
+          String(ARGON2.timeCost),
+          String(ARGON2.parallelism),
+          String(CONNECTIONS),
+          String(env.durationS * 1000),
+          String(HASH_NICE),
+        ],
+        { UV_THREADPOOL_SIZE: String(THREADS) },
+      );
 
       env.log('login under load, with a /health probe');
       const body = JSON.stringify({ email, password, cookie: false });
@@ -82,6 +96,7 @@ export const authScenarios: Scenario = {
           {
             argon2: params,
             connections: CONNECTIONS,
+            threads: THREADS,
             p50ms: login.latencyP50,
             p99ms: login.latencyP99,
             peakRssMB: svc.peakRss() / MB,

@@ -5,12 +5,7 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { loadProfile } from '../../src/auth/accounts-store.ts';
-import {
-  deleteExpiredSessions,
-  findSessionToken,
-  insertSessionToken,
-  markRotated,
-} from '../../src/auth/sessions-store.ts';
+import { findSessionToken, insertSessionToken, markRotated } from '../../src/auth/sessions-store.ts';
 import { openPostgres } from '../../src/db/database.ts';
 import type { BenchEnv, Scenario } from '../lib/env.ts';
 import { runLoad } from '../lib/load.ts';
@@ -72,7 +67,7 @@ async function sqlBaseline(dbUrl: string, accountId: string, durationS: number):
           const next = sha256Hex(randomBytes(32).toString('base64url'));
           await db.transaction(async (tx) => {
             await markRotated(tx, hash, now);
-            await deleteExpiredSessions(tx, found.account_id, now);
+            // Also drops the account's expired tokens, as the service's insert does.
             await insertSessionToken(tx, {
               tokenHash: next,
               familyId,

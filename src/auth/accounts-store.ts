@@ -55,18 +55,13 @@ export async function findAccountByUserId(db: Queryable, userId: string): Promis
   return rows[0];
 }
 
-export async function loadProfile(db: Queryable, accountId: string): Promise<AccountProfile | undefined> {
-  const { rows } = await db.query<
-    AccountRow & { user: AccountProfile['user'] | string; roles: string[] | null }
-  >(
-    'LoadAccountProfile',
-    `SELECT ${ACCOUNT_COLUMNS}, to_jsonb(u.*) AS user,
+const PROFILE_SELECT = `SELECT ${ACCOUNT_COLUMNS}, to_jsonb(u.*) AS user,
             (SELECT array_agg(r.role ORDER BY r.created_at, r.role) FROM auth.account_roles r WHERE r.account_id = a.id) AS roles
-       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id
-      WHERE a.id = $1`,
-    [accountId],
-  );
-  const row = rows[0];
+       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id`;
+
+type ProfileRow = AccountRow & { user: AccountProfile['user'] | string; roles: string[] | null };
+
+function toProfile(row: ProfileRow | undefined): AccountProfile | undefined {
   if (!row) return undefined;
   const { user, roles, ...account } = row;
   return {
@@ -74,6 +69,40 @@ export async function loadProfile(db: Queryable, accountId: string): Promise<Acc
     roles: roles ?? [],
     user: typeof user === 'string' ? JSON.parse(user) : user,
   };
+}
+
+export async function loadProfile(db: Queryable, accountId: string): Promise<AccountProfile | undefined> {
+  const { rows } = await db.query<ProfileRow>('LoadAccountProfile', `${PROFILE_SELECT} WHERE a.id = $1`, [
+    accountId,
+  ]);
+  return toProfile(rows[0]);
+}
+
+/** The account of an email with everything a session needs, in one round trip (sign-in). */
+export async function loadProfileByEmail(db: Queryable, email: string): Promise<AccountProfile | undefined> {
+  const { rows } = await db.query<ProfileRow>(
+    'LoadAccountProfileByEmail',
+    `${PROFILE_SELECT} WHERE a.email = $1::citext`,
+    [email],
+  );
+  return toProfile(rows[0]);
+}
+
+/**
+ * The distinct beginnings of the stored password hashes, up to the salt (`$2b$10`,
+ * `$argon2id$v=19$m=19456,t=2,p=1`): which kinds of hash, with which costs, accounts still hold.
+ */
+export async function passwordHashPrefixes(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ prefix: string }>(
+    'PasswordHashPrefixes',
+    `SELECT DISTINCT CASE WHEN left(password_hash, 2) = '$2'
+                          THEN '$' || split_part(password_hash, '$', 2) || '$' || split_part(password_hash, '$', 3)
+                          ELSE '$' || split_part(password_hash, '$', 2) || '$' || split_part(password_hash, '$', 3)
+                               || '$' || split_part(password_hash, '$', 4)
+                     END AS prefix
+       FROM auth.accounts WHERE password_hash IS NOT NULL`,
+  );
+  return rows.map((r) => r.prefix);
 }
 
 export interface NewAccount {

@@ -3,10 +3,12 @@
  * and email change, self-deletion. Route handlers call one function here each.
  */
 import type { AppContext } from '../context.ts';
+import type { Database, Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { issueActivation } from '../mail/flows/activation.ts';
 import { setAccountLocale } from '../mail/mail-store.ts';
 import {
+  type AccountProfile,
   type AccountRow,
   activateAccount,
   deleteUser,
@@ -15,14 +17,30 @@ import {
   findAccountByUserId,
   insertAccount,
   loadProfile,
+  loadProfileByEmail,
+  passwordHashPrefixes,
   setEmail,
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
-import { checkBreached, hashPassword, needsRehash, verifyDummy, verifyPassword } from './passwords.ts';
+import {
+  checkBreached,
+  checkLoginPassword,
+  hashKind,
+  hashPassword,
+  needsRehash,
+  verifyPassword,
+} from './passwords.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
-import { endAllSessions, familyOfAccessToken, issueSession, publicUser, type Session } from './sessions.ts';
+import {
+  endAllSessions,
+  issueSession,
+  type OwnSignIn,
+  ownFamily,
+  publicUser,
+  type Session,
+} from './sessions.ts';
 import { consumeTicket, issueTicket, retireTickets } from './tickets-store.ts';
 
 /** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
@@ -78,6 +96,29 @@ export function chooseRoles(
 }
 
 /**
+ * What every new account goes through before its insert: an allowed email that no account has, its roles
+ * (contract §4.1), and its `public.users` row (display name defaults to the email).
+ */
+export async function planNewAccount(
+  ctx: AppContext,
+  input: RegisterInput,
+): Promise<{ defaultRole: string; roles: string[]; userData: Record<string, unknown> }> {
+  assertEmailDomain(ctx, input.email);
+  const existing = await findAccountByEmail(ctx.db, input.email);
+  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
+  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  return { defaultRole, roles, userData: { display_name: input.email, ...(input.userData ?? {}) } };
+}
+
+/** The public user of an account just created inactive in `tx`, its locale recorded for the emails it gets. */
+export async function pendingUser(tx: Queryable, accountId: string, locale?: string): Promise<PublicUser> {
+  if (locale) await setAccountLocale(tx, accountId, locale);
+  const profile = await loadProfile(tx, accountId);
+  if (!profile) throw new Error(`account ${accountId} has no profile inside its own transaction`);
+  return publicUser(profile);
+}
+
+/**
  * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
  * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation email,
  * sent inside the transaction.
@@ -87,14 +128,10 @@ export async function registerWithPassword(
   input: RegisterInput & { password: string },
 ): Promise<RegisterResult> {
   const c = ctx.config;
-  assertEmailDomain(ctx, input.email);
-  const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
-  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  const { defaultRole, roles, userData } = await planNewAccount(ctx, input);
   await checkBreached(c, input.password);
   const passwordHash = await hashPassword(c, input.password);
   const active = c.AUTO_ACTIVATE_NEW_USERS;
-  const userData = { display_name: input.email, ...(input.userData ?? {}) };
 
   type Created = { user: PublicUser; session?: Session };
   return ctx.db.transaction(async (tx): Promise<Created> => {
@@ -111,9 +148,7 @@ export async function registerWithPassword(
       const session = await issueSession(ctx, accountId, { db: tx });
       return { user: session.user, session };
     }
-    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
-    const profile = await loadProfile(tx, accountId);
-    const user = publicUser(profile as NonNullable<typeof profile>);
+    const user = await pendingUser(tx, accountId, input.locale);
     // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.
     await issueActivation(ctx, tx, {
       accountId,
@@ -129,22 +164,24 @@ export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa';
 
 /**
  * Password sign-in. Unknown email, missing hash and wrong password all answer the same 401 after the same
- * amount of hashing work. `adminSecret` (USER_IMPERSONATION_ENABLED) replaces the password check.
+ * amount of hashing work (see checkLoginPassword). `adminSecret` (USER_IMPERSONATION_ENABLED) replaces
+ * the password check. The account is read with its roles and user row, so that a sign-in costs two
+ * round trips: this read and the session insert.
  */
 export async function loginWithPassword(
   ctx: AppContext,
   input: { email: string; password?: string; adminSecret?: string },
 ): Promise<LoginResult> {
   const c = ctx.config;
-  const account = await findAccountByEmail(ctx.db, input.email);
+  const profile = await loadProfileByEmail(ctx.db, input.email);
   const impersonating = await checkImpersonation(ctx, input.adminSecret);
   if (!impersonating) {
     if (input.password === undefined) throw new AppError('VALIDATION', '"password" is required');
-    await checkPassword(ctx, account, input.password);
-  } else if (!account) {
+    await checkPassword(ctx, profile?.account, input.password);
+  } else if (!profile) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  const acc = account as AccountRow;
+  const { account: acc } = profile as AccountProfile;
   // Checked after the password, so that it tells nothing to someone who does not know it.
   if (!acc.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
   if (acc.mfa_enabled) {
@@ -155,7 +192,7 @@ export async function loginWithPassword(
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(ctx, acc.id) };
+  return { kind: 'session', session: await issueSession(ctx, acc.id, { profile }) };
 }
 
 /** True when a valid admin secret was sent for impersonation; 401 for a wrong one. */
@@ -169,19 +206,39 @@ async function checkImpersonation(ctx: AppContext, adminSecret: string | undefin
   return true;
 }
 
+/** How long the list of hash kinds in the database is trusted (hashes imported meanwhile wait this long). */
+export const HASH_KINDS_TTL_MS = 60_000;
+
+const hashKindsCache = new WeakMap<Database, { until: number; kinds: Promise<string[]> }>();
+
+/**
+ * The kinds of password hash accounts hold (bcrypt from HBP, argon2 with earlier ARGON2_* settings, the
+ * current one), read at most once per HASH_KINDS_TTL_MS: a failed sign-in pads its work to one
+ * verification of each. Only failures ask, so successful sign-ins never pay for the scan.
+ */
+function hashKindsInUse(ctx: AppContext): Promise<string[]> {
+  const now = ctx.clock.now().getTime();
+  const hit = hashKindsCache.get(ctx.db);
+  if (hit && hit.until > now) return hit.kinds;
+  const kinds = passwordHashPrefixes(ctx.db).then((prefixes) =>
+    prefixes.map((p) => hashKind(`${p}$`)).filter((k): k is string => k !== undefined),
+  );
+  hashKindsCache.set(ctx.db, { until: now + HASH_KINDS_TTL_MS, kinds });
+  kinds.catch(() => hashKindsCache.delete(ctx.db));
+  return kinds;
+}
+
 /** Verifies a password against an account (or a dummy when there is none); replaces outdated hashes. */
 async function checkPassword(
   ctx: AppContext,
   account: AccountRow | undefined,
   password: string,
 ): Promise<void> {
-  if (!account || account.password_hash === null) {
-    await verifyDummy(ctx.config, password);
+  const stored = account?.password_hash ?? null;
+  if (!(await checkLoginPassword(ctx.config, stored, password, () => hashKindsInUse(ctx)))) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  const stored = account.password_hash;
-  if (!(await verifyPassword(stored, password))) throw new AppError('INVALID_CREDENTIALS');
-  if (needsRehash(ctx.config, stored)) {
+  if (account && stored !== null && needsRehash(ctx.config, stored)) {
     await upgradePasswordHash(ctx.db, account.id, stored, await hashPassword(ctx.config, password));
   }
 }
@@ -230,13 +287,12 @@ export async function callerAccount(ctx: AppContext, userId: string): Promise<Ac
 /**
  * Changes the caller's password. The current password is required when the account has one. Every other
  * session of the account ends in the same transaction (HBP kept them all, so a thief stayed signed in).
- * The caller's own sign-in is `keepFamily` when its refresh cookie came along, else the one its access
- * token was issued with (`tokenIat`).
+ * The caller's own sign-in (`own`, see ownFamily) is kept.
  */
 export async function changePassword(
   ctx: AppContext,
   userId: string,
-  input: { oldPassword?: string; newPassword: string; keepFamily?: string; tokenIat?: number },
+  input: { oldPassword?: string; newPassword: string; own?: OwnSignIn },
 ): Promise<void> {
   const account = await callerAccount(ctx, userId);
   if (account.password_hash !== null) {
@@ -248,11 +304,7 @@ export async function changePassword(
   await checkBreached(ctx.config, input.newPassword);
   const hash = await hashPassword(ctx.config, input.newPassword);
   await ctx.db.transaction(async (tx) => {
-    const keep =
-      input.keepFamily ??
-      (input.tokenIat === undefined
-        ? undefined
-        : await familyOfAccessToken(ctx, account.id, input.tokenIat, tx));
+    const keep = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
     await setPasswordHash(tx, account.id, hash);
     await retireTickets(tx, ctx.clock.now(), account.id, 'password-reset');
     await endAllSessions(ctx, account.id, keep, tx);

@@ -87,13 +87,14 @@ export async function signAccessToken(
 
 export class InvalidAccessToken extends Error {}
 
-/** Verifies a token and returns its un-prefixed permission variables; throws InvalidAccessToken. */
-export async function verifyAccessToken(
-  keys: JwtKeys,
-  config: Config,
-  token: string,
-  now: Date,
-): Promise<PermissionVariables> {
+interface Verified {
+  vars: PermissionVariables;
+  /** The token's `exp` and `nbf` (seconds), checked again on every use. */
+  exp: number;
+  nbf: number | undefined;
+}
+
+async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
   try {
     ({ payload } = await jwtVerify(token, keys.verifyCryptoKey, {
@@ -118,5 +119,78 @@ export async function verifyAccessToken(
   ) {
     throw new InvalidAccessToken('access token claims are incomplete');
   }
-  return vars as PermissionVariables;
+  // jose has checked that exp and nbf, when present, are numbers.
+  const { exp, nbf } = payload;
+  return {
+    vars: vars as PermissionVariables,
+    exp: typeof exp === 'number' ? exp : Number.POSITIVE_INFINITY,
+    nbf: typeof nbf === 'number' ? nbf : undefined,
+  };
+}
+
+/** Verifies a token and returns its un-prefixed permission variables; throws InvalidAccessToken. */
+export async function verifyAccessToken(
+  keys: JwtKeys,
+  config: Config,
+  token: string,
+  now: Date,
+): Promise<PermissionVariables> {
+  return (await verifyToken(keys, config, token, now)).vars;
+}
+
+/** jose's notion of the current time for `exp` and `nbf`: whole seconds, rounded down. */
+const epochSeconds = (d: Date) => Math.floor(d.getTime() / 1000);
+
+function deepFreeze<T>(v: T): T {
+  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
+}
+
+/**
+ * verifyAccessToken with a memory of tokens already verified, for the request path: a client sends the
+ * same access token with every request, and the signature check and claim parsing were a sixth of a
+ * metadata request's CPU. Only successes are kept, keyed by the whole token (signature included), so a
+ * hit is a token byte-for-byte identical to one that passed the full check with this process's key,
+ * algorithm and issuer. The time checks are repeated on every hit (`exp` and `nbf`, with jose's
+ * rounding and comparisons), so a token stops working at its expiry exactly as before; an expired or
+ * not-yet-valid entry is dropped and the token goes through the full check, which gives the same error.
+ * Tokens without `exp` are never kept. The permission variables handed out are frozen, since every
+ * request presenting the token shares them.
+ */
+export class AccessTokenVerifier {
+  private readonly verified = new Map<string, Verified>();
+
+  constructor(
+    private readonly keys: JwtKeys,
+    private readonly config: Config,
+    private readonly maxEntries = 10_000,
+  ) {}
+
+  async verify(token: string, now: Date): Promise<PermissionVariables> {
+    const hit = this.verified.get(token);
+    if (hit) {
+      const t = epochSeconds(now);
+      if (hit.exp > t && (hit.nbf === undefined || hit.nbf <= t)) return hit.vars;
+      this.verified.delete(token);
+    }
+    const v = await verifyToken(this.keys, this.config, token, now);
+    deepFreeze(v.vars);
+    if (Number.isFinite(v.exp)) {
+      if (this.verified.size >= this.maxEntries) {
+        // Map iterates in insertion order: drop the oldest.
+        const oldest = this.verified.keys().next();
+        if (!oldest.done) this.verified.delete(oldest.value);
+      }
+      this.verified.set(token, v);
+    }
+    return v.vars;
+  }
+
+  /** Entries held (tests). */
+  get size(): number {
+    return this.verified.size;
+  }
 }

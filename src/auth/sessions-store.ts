@@ -14,13 +14,21 @@ export interface SessionTokenRow {
   rotated_at: Date | null;
 }
 
+/**
+ * Stores a new token and, in the same statement, drops the account's expired ones (housekeeping HBP never
+ * did): one round trip instead of two on every sign-in and refresh. The expired rows are those with
+ * `expires_at <= createdAt`.
+ */
 export async function insertSessionToken(
   db: Queryable,
   row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date },
 ): Promise<void> {
   await db.query(
     'InsertSessionToken',
-    `INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
+    `WITH expired AS (
+       DELETE FROM auth.session_tokens WHERE account_id = $3 AND expires_at <= $4
+     )
+     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
      VALUES ($1, $2, $3, $4, $5)`,
     [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt],
   );
@@ -77,15 +85,6 @@ export async function deleteAccountSessions(
     [accountId, keepFamily ?? null],
   );
   return rowCount;
-}
-
-/** Housekeeping: drops an account's expired tokens (HBP never cleaned them up). */
-export async function deleteExpiredSessions(db: Queryable, accountId: string, now: Date): Promise<void> {
-  await db.query(
-    'DeleteExpiredSessionTokens',
-    'DELETE FROM auth.session_tokens WHERE account_id = $1 AND expires_at <= $2',
-    [accountId, now],
-  );
 }
 
 export async function countAccountSessions(db: Queryable, accountId: string, now: Date): Promise<number> {

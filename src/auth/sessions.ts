@@ -14,7 +14,6 @@ import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
 import {
   deleteAccountSessions,
-  deleteExpiredSessions,
   deleteFamily,
   familiesIssuedAt,
   findSessionToken,
@@ -74,7 +73,7 @@ export async function issueSession(
   const familyId = opts.familyId ?? randomUUID();
   // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
   const refreshExpiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
-  await deleteExpiredSessions(db, accountId, now);
+  // Also drops the account's expired tokens.
   await insertSessionToken(db, {
     tokenHash: sha256Hex(refreshToken),
     familyId,
@@ -132,8 +131,9 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
 export async function sessionOf(
   ctx: AppContext,
   presented: string,
+  db: Queryable = ctx.db,
 ): Promise<{ accountId: string; familyId: string } | undefined> {
-  const row = await findSessionToken(ctx.db, sha256Hex(presented));
+  const row = await findSessionToken(db, sha256Hex(presented));
   if (!row || row.expires_at.getTime() <= ctx.clock.now().getTime()) return undefined;
   return { accountId: row.account_id, familyId: row.family_id };
 }
@@ -160,6 +160,31 @@ export async function familyOfAccessToken(
 ): Promise<string | undefined> {
   const families = await familiesIssuedAt(db, accountId, new Date(iat * 1000), ctx.clock.now());
   return families.length === 1 ? families[0] : undefined;
+}
+
+/** What a request names as the caller's own sign-in: a refresh token it presents, its access token's `iat`. */
+export interface OwnSignIn {
+  readonly refreshToken?: string;
+  readonly accessTokenIat?: number;
+}
+
+/**
+ * The family of the caller's own sign-in, to keep when a security change ends the account's other
+ * sessions: the family of its refresh token when that token is the account's, else the one its access
+ * token was issued with. Undefined when neither names exactly one sign-in of this account.
+ */
+export async function ownFamily(
+  ctx: AppContext,
+  accountId: string,
+  own: OwnSignIn,
+  db: Queryable = ctx.db,
+): Promise<string | undefined> {
+  if (own.refreshToken !== undefined) {
+    const session = await sessionOf(ctx, own.refreshToken, db);
+    if (session?.accountId === accountId) return session.familyId;
+  }
+  if (own.accessTokenIat === undefined) return undefined;
+  return familyOfAccessToken(ctx, accountId, own.accessTokenIat, db);
 }
 
 /** Ends every session of an account, optionally keeping one sign-in. */

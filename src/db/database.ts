@@ -6,7 +6,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from '@electric-sql/pglite';
 import { citext } from '@electric-sql/pglite/contrib/citext';
 import { pgcrypto } from '@electric-sql/pglite/contrib/pgcrypto';
 import pg from 'pg';
@@ -200,6 +200,112 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/** Runs async functions one at a time, in call order. */
+class Lock {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.catch(() => {});
+    return result;
+  }
+}
+
+/** Distinct statements kept prepared per embedded database; others run unprepared. */
+const MAX_PREPARED = 500;
+
+function joinMessages(parts: Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/**
+ * Statement execution for PGlite with one trip into the WebAssembly module per query. `PGlite.query`
+ * makes six (parse, describe, bind, describe, execute, sync), each with its own message encoding and
+ * decoding on the main thread, which made the per-query overhead larger than most of our queries. Here
+ * each distinct SQL text is parsed once as a named prepared statement (its parameter types remembered
+ * for PGlite's serializers) and then run as bind + describe + execute + sync in one message. The
+ * results go through PGlite's own parsers, so rows look exactly as `PGlite.query` returns them.
+ * Callers serialise calls (one PGlite connection).
+ */
+function preparedRunner(db: PGlite): RawQuery {
+  const { serialize } = pgliteProtocol;
+  const prepared = new Map<string, { name: string; types: number[] }>();
+  let counter = 0;
+
+  async function prepare(sql: string): Promise<{ name: string; types: number[] }> {
+    const name = `gatehouse_${++counter}`;
+    const { messages } = await db.execProtocol(
+      joinMessages([
+        serialize.parse({ name, text: sql }),
+        serialize.describe({ type: 'S', name }),
+        serialize.sync(),
+      ]),
+      { syncToFs: false },
+    );
+    const statement = { name, types: pgliteParse.parseDescribeStatementResults(messages) };
+    prepared.set(sql, statement);
+    return statement;
+  }
+
+  async function execute(statement: { name: string; types: number[] }, params: readonly unknown[]) {
+    const values = params.map((v, i) => {
+      if (v === null || v === undefined) return null;
+      const serializer = db.serializers[statement.types[i] as number];
+      return serializer ? serializer(v) : String(v);
+    });
+    const { messages } = await db.execProtocol(
+      joinMessages([
+        serialize.bind({ statement: statement.name, values }),
+        serialize.describe({ type: 'P' }),
+        serialize.execute({}),
+        serialize.sync(),
+      ]),
+      { syncToFs: false },
+    );
+    const [result] = pgliteParse.parseResults(messages, db.parsers);
+    return { rows: result?.rows ?? [], rowCount: result?.rowCount, affectedRows: result?.affectedRows };
+  }
+
+  return (sql, params = []) =>
+    db.runExclusive(async () => {
+      let statement = prepared.get(sql);
+      if (!statement && prepared.size >= MAX_PREPARED) {
+        const r = await db.query(sql, params as unknown[]);
+        return { rows: r.rows, rowCount: r.rowCount, affectedRows: r.affectedRows };
+      }
+      statement ??= await prepare(sql);
+      const inTransaction = db.isInTransaction();
+      let result: Awaited<ReturnType<typeof execute>>;
+      try {
+        result = await execute(statement, params);
+      } catch (err) {
+        // A table under the statement changed its row type since it was prepared (ALTER TABLE): forget
+        // the statement and, outside a transaction (which the error has aborted), prepare it again.
+        if ((err as { code?: string }).code !== '0A000') throw err;
+        prepared.delete(sql);
+        await db
+          .execProtocol(
+            joinMessages([serialize.close({ type: 'S', name: statement.name }), serialize.sync()]),
+            {
+              syncToFs: false,
+            },
+          )
+          .catch(() => {});
+        if (inTransaction) throw err;
+        result = await execute(await prepare(sql), params);
+      }
+      if (!inTransaction) await db.syncToFs();
+      return result;
+    });
+}
+
 /**
  * Embedded PostgreSQL in `dir` (or in memory when `dir` is undefined), locked against a second process.
  * `loadDataDir` starts from a dump made by `dump()` (tests use it to skip initdb).
@@ -220,9 +326,13 @@ export async function openPglite(
     unlock();
     throw err;
   }
+  // One connection: a statement outside a transaction waits for the transaction in progress, as in
+  // PGlite's own query(); statements of a transaction run inside it.
+  const lock = new Lock();
+  const run = preparedRunner(db);
   const q = wrap(
-    (sql, params) => db.query(sql, params as unknown[]),
-    (sql) => db.exec(sql),
+    (sql, params) => lock.run(() => run(sql, params)),
+    (sql) => lock.run(() => db.exec(sql)),
   );
   return {
     kind: 'pglite',
@@ -230,25 +340,18 @@ export async function openPglite(
     exec: q.exec,
     transaction(fn) {
       // PGlite has one connection: inside `fn`, use `tx` only (the outer handle would wait for this transaction).
-      return db.transaction((tx) =>
-        fn(
-          wrap(
-            (sql, params) => tx.query(sql, params as unknown[]),
-            (sql) => tx.exec(sql),
-          ),
-        ),
-      );
+      return lock.run(() => db.transaction((tx) => fn(wrap(run, (sql) => tx.exec(sql)))));
     },
     async ping() {
-      await db.query('select 1');
+      await q.query('ping', 'select 1');
     },
     async close() {
       try {
-        if (!db.closed) await db.close();
+        if (!db.closed) await lock.run(() => db.close());
       } finally {
         unlock();
       }
     },
-    dump: () => db.dumpDataDir('none'),
+    dump: () => lock.run(() => db.dumpDataDir('none')),
   };
 }

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { InvalidAccessToken, type PermissionVariables, verifyAccessToken } from '../auth/jwt.ts';
+import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 
@@ -47,11 +47,15 @@ export function presentedAccessToken(request: FastifyRequest): string | undefine
   return undefined;
 }
 
-async function resolve(ctx: AppContext, request: FastifyRequest): Promise<PermissionVariables | undefined> {
+async function resolve(
+  ctx: AppContext,
+  verifier: AccessTokenVerifier,
+  request: FastifyRequest,
+): Promise<PermissionVariables | undefined> {
   const token = presentedAccessToken(request);
   if (token === undefined) return undefined;
   try {
-    return await verifyAccessToken(ctx.keys, ctx.config, token, ctx.clock.now());
+    return await verifier.verify(token, ctx.clock.now());
   } catch (err) {
     if (err instanceof InvalidAccessToken) throw invalid(err.message);
     throw err;
@@ -60,10 +64,11 @@ async function resolve(ctx: AppContext, request: FastifyRequest): Promise<Permis
 
 export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppContext }) => {
   const cache = new WeakMap<FastifyRequest, Promise<PermissionVariables | undefined>>();
+  const verifier = new AccessTokenVerifier(opts.ctx.keys, opts.ctx.config);
   app.decorateRequest('identity', function (this: FastifyRequest) {
     let p = cache.get(this);
     if (!p) {
-      p = resolve(opts.ctx, this);
+      p = resolve(opts.ctx, verifier, this);
       cache.set(this, p);
     }
     return p;

@@ -14,7 +14,9 @@ interface Fixtures {
   bomb: Buffer;
 }
 
-function cachedFiles(t: TestApp): string[] {
+/** Files in the variant cache, once the variants written behind their answers are on disk. */
+async function cachedFiles(t: TestApp): Promise<string[]> {
+  await t.ctx.storage?.images.flush();
   const dir = t.config.IMAGE_CACHE_DIR;
   if (!existsSync(dir)) return [];
   return readdirSync(dir, { recursive: true, withFileTypes: true })
@@ -300,10 +302,10 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
       it('changes the result when the source is overwritten, and drops the old variants', async () => {
         await upload('public/img/swap.png', await flat(40, 40, '#ff0000'), 'image/png');
         const before = await get('/storage/o/public/img/swap.png?w=20&f=png');
-        assert.ok(cachedFiles(t).length > 0);
-        const filesBefore = cachedFiles(t).length;
+        assert.ok((await cachedFiles(t)).length > 0);
+        const filesBefore = (await cachedFiles(t)).length;
         await upload('public/img/swap.png', await flat(40, 40, '#00ff00'), 'image/png');
-        assert.equal(cachedFiles(t).length, filesBefore - 1);
+        assert.equal((await cachedFiles(t)).length, filesBefore - 1);
         const after = await get('/storage/o/public/img/swap.png?w=20&f=png', {
           'if-none-match': String(before.headers.etag),
         });
@@ -317,10 +319,10 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
       it('drops the variants of a deleted source, which then answers 404', async () => {
         await upload('public/img/gone.png', await flat(30, 30), 'image/png');
         await get('/storage/o/public/img/gone.png?w=10');
-        const filesBefore = cachedFiles(t).length;
+        const filesBefore = (await cachedFiles(t)).length;
         const del = await t.app.inject({ method: 'DELETE', url: '/storage/o/public/img/gone.png' });
         assert.equal(del.statusCode, 204);
-        assert.equal(cachedFiles(t).length, filesBefore - 1);
+        assert.equal((await cachedFiles(t)).length, filesBefore - 1);
         assert.equal((await get('/storage/o/public/img/gone.png?w=10')).statusCode, 404);
       });
 

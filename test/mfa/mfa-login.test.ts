@@ -289,6 +289,37 @@ for (const kind of dbKinds()) {
       const own = t.app.unsignCookie(String(cookies.refresh_token)).value as string;
       await refreshSession(t.ctx, own);
     });
+
+    it('disable keeps the sign-in of a bearer-only caller (the one its access token came from)', async () => {
+      const a = await register();
+      const secret = await enable(a);
+      const first = await totp({
+        ticket: await mfaTicket(a),
+        code: authenticatorCode(secret, now()),
+        cookie: false,
+      });
+      assert.equal(first.statusCode, 200);
+      nextStep();
+      const second = await totp({
+        ticket: await mfaTicket(a),
+        code: authenticatorCode(secret, now()),
+        cookie: false,
+      });
+      assert.equal(second.statusCode, 200);
+      nextStep();
+      const off = await post(
+        t,
+        '/auth/mfa/disable',
+        { code: authenticatorCode(secret, now()) },
+        first.json().jwt_token,
+      );
+      assert.equal(off.statusCode, 204, off.body);
+      await refreshSession(t.ctx, first.json().refresh_token);
+      await assert.rejects(refreshSession(t.ctx, second.json().refresh_token), {
+        code: 'INVALID_REFRESH_TOKEN',
+      });
+      await assert.rejects(refreshSession(t.ctx, a.refreshToken), { code: 'INVALID_REFRESH_TOKEN' });
+    });
   });
 
   describe(`MFA in the API description [${kind}]`, () => {

@@ -87,6 +87,19 @@ for (const kind of backendKinds as BackendKind[]) {
       assert.equal(await store.delete('missing/x'), false);
     });
 
+    it('answers head with every overwrite, token change and delete at once, right after a head', async () => {
+      await store.put('h/seen', body('one'), { contentType: 'text/plain', token: 't-1' });
+      assert.equal((await store.head('h/seen'))?.token, 't-1');
+      const second = await store.put('h/seen', body('second'), { contentType: 'text/csv', token: 't-1' });
+      assert.deepEqual(await store.head('h/seen'), second);
+      await store.setToken('h/seen', 't-2');
+      assert.equal((await store.head('h/seen'))?.token, 't-2');
+      assert.equal(await store.delete('h/seen'), true);
+      assert.equal(await store.head('h/seen'), undefined);
+      await store.put('h/seen', body('back'), { contentType: 'text/plain', token: 't-3' });
+      assert.equal((await store.head('h/seen'))?.size, 4);
+    });
+
     it('reads an inclusive byte range and reports the full size', async () => {
       await store.put('r/digits', body('0123456789'), { contentType: 'text/plain', token: 't' });
       const got = await store.get('r/digits', { start: 2, end: 5 });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import { FsObjectStore } from '../../src/storage/backends/fs.ts';
 import { ObjectChanged, type ObjectInfo, type ObjectStore } from '../../src/storage/backends/object-store.ts';
 import type { TestApp } from '../helpers/app.ts';
 import {
@@ -38,6 +39,29 @@ async function readAll(body: Readable): Promise<Buffer> {
 function put(store: ObjectStore, key: string, data: string, contentType = 'text/plain') {
   return store.put(key, Readable.from([Buffer.from(data)]), { contentType, token: 'tok' });
 }
+
+describe('fs metadata cache and versions', () => {
+  let s: StoreUnderTest;
+  before(async () => {
+    s = await makeStore('fs');
+  });
+  after(() => s.close());
+
+  it('opens what is on disk, and forgets a stale copy, after a change behind its back', async () => {
+    const v1 = await put(s.store, 'c/file', OLD);
+    assert.equal((await s.store.head('c/file'))?.etag, v1.etag, 'the copy is cached');
+    // Another writer on the same folder (a restore, a second process): the cache cannot know.
+    const other = new FsObjectStore(s.root as string);
+    await put(other, 'c/file', NEW);
+    const got = await s.store.get('c/file');
+    assert.ok(got);
+    const bytes = await readAll(got.body);
+    assert.equal(bytes.toString(), NEW);
+    assert.equal(got.info.etag, md5(bytes), 'metadata and bytes of one version');
+    await assert.rejects(s.store.get('c/file', undefined, v1), ObjectChanged);
+    assert.equal((await s.store.head('c/file'))?.etag, md5(NEW), 'the stale copy was dropped');
+  });
+});
 
 for (const backend of backendKinds as BackendKind[]) {
   describe(`get with an expected version [${backend}]`, () => {

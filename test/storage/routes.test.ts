@@ -420,7 +420,25 @@ for (const backend of backendKinds as BackendKind[]) {
         const up = (await upload('/storage/o/user/alice/m.txt', 'meta', auth(alice))).json();
         const res = await t.app.inject({ url: '/storage/m/user/alice/m.txt', headers: auth(alice) });
         assert.equal(res.statusCode, 200);
-        assert.deepEqual(res.json(), up);
+        assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+        assert.equal(res.body, JSON.stringify(up));
+      });
+
+      it('answers 401 "expired" to a token it accepted before, once the token has expired', async () => {
+        await upload('/storage/o/user/alice/exp.txt', 'e', auth(alice));
+        const token = await tokenFor(t, 'alice');
+        const url = '/storage/m/user/alice/exp.txt';
+        assert.equal((await t.app.inject({ url, headers: auth(token) })).statusCode, 200);
+        const back = t.clock.now();
+        try {
+          t.clock.advance(t.config.JWT_EXPIRES_IN * 60_000);
+          const res = await t.app.inject({ url, headers: auth(token) });
+          assert.equal(res.statusCode, 401);
+          assert.match(String(res.headers['www-authenticate']), /access token expired/);
+        } finally {
+          t.clock.set(back);
+        }
+        assert.equal((await t.app.inject({ url, headers: auth(token) })).statusCode, 200);
       });
 
       it("lists only the folder (trailing-slash prefix, not user/alice2/), recursively filtered by each file's own rules", async () => {

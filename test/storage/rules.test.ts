@@ -9,6 +9,9 @@ import { describe, it } from 'node:test';
 import {
   compileExpression,
   evaluate,
+  LazyRecord,
+  lazyValue,
+  NOT_YET_KNOWN,
   RuleError,
   toValue,
   type Value,
@@ -210,13 +213,13 @@ paths:
 });
 
 describe('expression evaluator', () => {
-  const scope = (vars: Record<string, unknown> = {}) => ({
+  const scope = (vars: Record<string, unknown> = {}, copy: (v: unknown) => Value = toValue) => ({
     vars: new Map<string, Value>(
       Object.entries({
         request: { path: '/a', method: 'GET', query: { token: 'x' }, auth: alice },
         resource: { Metadata: { token: 'x' }, size: 3 },
         ...vars,
-      }).map(([k, v]) => [k, toValue(v)]),
+      }).map(([k, v]) => [k, copy(v)]),
     ),
     functions: new Map(),
   });
@@ -269,10 +272,12 @@ describe('expression evaluator', () => {
   for (const payload of escapes) {
     it(`refuses ${payload.slice(0, 70)}`, () => {
       const before = Object.getOwnPropertyNames(Object.prototype).length;
-      assert.throws(() => {
-        const expr = compileExpression(payload);
-        evaluate(expr, scope());
-      }, RuleError);
+      for (const copy of [toValue, lazyValue]) {
+        assert.throws(() => {
+          const expr = compileExpression(payload);
+          evaluate(expr, scope({}, copy));
+        }, RuleError);
+      }
       assert.equal(Object.getOwnPropertyNames(Object.prototype).length, before);
       assert.equal(({} as Record<string, unknown>)['polluted'], undefined);
     });
@@ -293,6 +298,122 @@ describe('expression evaluator', () => {
       'f.yaml',
     );
     assert.equal(rules.decide('get', input('/x/a')).allowed, false);
+  });
+
+  it('reuses the copy of a deeply frozen object, and copies anything that could change', () => {
+    const frozen = Object.freeze({ 'user-id': 'a', roles: Object.freeze(['user']) });
+    assert.equal(toValue(frozen), toValue(frozen));
+    const shallow = Object.freeze({ roles: ['user'] });
+    const first = toValue(shallow) as { roles: readonly string[] };
+    shallow.roles.push('admin');
+    assert.deepEqual((toValue(shallow) as { roles: readonly string[] }).roles, ['user', 'admin']);
+    assert.deepEqual(first.roles, ['user']);
+    let n = 0;
+    const getter = Object.freeze(
+      Object.defineProperty({}, 'n', {
+        enumerable: true,
+        get: () => {
+          n += 1;
+          return n;
+        },
+      }),
+    );
+    assert.notDeepEqual(toValue(getter), toValue(getter));
+    const date = Object.freeze({ d: new Date(0) });
+    toValue(date);
+    date.d.setTime(1000);
+    assert.deepEqual(toValue(date), { __proto__: null, d: new Date(1000).toISOString() });
+  });
+
+  it('reads lazily copied request and resource exactly as fully copied ones', () => {
+    const deep: Record<string, unknown> = {};
+    let cur = deep;
+    for (let i = 0; i < 20; i++) {
+      cur.next = { i };
+      cur = cur.next as Record<string, unknown>;
+    }
+    const withGetter = Object.defineProperty({ plain: 1 }, 'computed', {
+      enumerable: true,
+      get: () => 'got',
+    });
+    const hidden = Object.defineProperty({}, 'secret', { enumerable: false, value: 'no' });
+    const data = {
+      request: {
+        path: '/user/alice/x',
+        method: 'GET',
+        query: { token: 't', n: '3' },
+        auth: Object.freeze({ 'user-id': 'alice', 'allowed-roles': Object.freeze(['user', 'me']) }),
+      },
+      resource: {
+        Metadata: { token: 't' },
+        size: NOT_YET_KNOWN,
+        when: new Date(5),
+        list: [{ a: 1 }, 'x'],
+        deep,
+        withGetter,
+        hidden,
+        big: 10n,
+        fn: () => 1,
+        ['__proto__']: 'x',
+      },
+    };
+    const eager = {
+      vars: new Map<string, Value>(Object.entries(data).map(([k, v]) => [k, toValue(v)])),
+      functions: new Map(),
+    };
+    const lazy = {
+      vars: new Map<string, Value>(Object.entries(data).map(([k, v]) => [k, lazyValue(v)])),
+      functions: new Map(),
+    };
+    assert.ok(lazy.vars.get('resource') instanceof LazyRecord);
+    const shape = (v: Value): unknown =>
+      v instanceof LazyRecord || (typeof v === 'object' && v !== null && !Array.isArray(v))
+        ? 'object'
+        : Array.isArray(v)
+          ? v.map(shape)
+          : v;
+    const outcome = (scope: typeof eager, src: string) => {
+      try {
+        return { value: shape(evaluate(compileExpression(src), scope)) };
+      } catch (err) {
+        return { error: `${(err as Error).name}: ${(err as Error).message}` };
+      }
+    };
+    for (const src of [
+      "request.auth['user-id'] === 'alice'",
+      "request.auth['allowed-roles'].includes('me')",
+      'request.auth === request.auth',
+      'request.query === request.query',
+      'request.query.token === resource.Metadata.token',
+      'request.query.missing',
+      'request.query.n < 4',
+      'resource.size',
+      'resource.size > 3',
+      'resource.when',
+      'resource.list',
+      'resource.list[0]',
+      'resource.list[0].a',
+      'resource.list.length',
+      'resource.deep.next.next.next.i',
+      'resource.deep.next.next.next.next.next.next.next.next.next.next.next.next.next.next.next',
+      'resource.deep.next.next.next.next.next.next.next.next.next.next.next.next.next.next.next.next',
+      'resource.withGetter.computed',
+      'resource.hidden.secret',
+      'resource.big',
+      'resource.fn',
+      "resource['__proto__']",
+      "resource['constructor']",
+      'resource.Metadata.token.length',
+      'resource.Metadata.includes("t")',
+      'resource.nothing.at.all',
+      'resource.Metadata + "x"',
+      'resource.Metadata == resource.Metadata',
+      '!resource',
+      '[resource.Metadata.token, request.method]',
+      'request ? 1 : 2',
+    ]) {
+      assert.deepEqual(outcome(lazy, src), outcome(eager, src), src);
+    }
   });
 
   it('gives rule data no prototype to reach', () => {

@@ -9,7 +9,7 @@ import QRCode from 'qrcode';
 import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
-import { issueSession, type Session, sessionOf } from '../sessions.ts';
+import { issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
 import * as store from './mfa-store.ts';
 import { SecretBox, SecretBoxError } from './secret-box.ts';
@@ -115,24 +115,23 @@ export async function enableMfa(deps: MfaDeps, userId: string, code: string): Pr
 
 /**
  * Turns MFA off, given a current code from the active secret. Every other session of the account ends
- * (a thief who signed in with the second factor is signed out); `refreshToken` is the caller's own
- * sign-in, kept when it belongs to this account.
+ * (a thief who signed in with the second factor is signed out); the caller's own sign-in (`own`, see
+ * ownFamily) is kept.
  */
 export async function disableMfa(
   deps: MfaDeps,
   userId: string,
   code: string,
-  refreshToken?: string,
+  own: OwnSignIn = {},
 ): Promise<void> {
   const account = await signedInAccount(deps, userId);
   if (!account.mfaEnabled) throw new AppError('MFA_ALREADY_DISABLED');
   if (!account.otpSecret) throw new AppError('OTP_SECRET_NOT_SET');
   const secret = openSecret(deps, account.otpSecret, account.id);
-  const own = refreshToken === undefined ? undefined : await sessionOf(deps, refreshToken);
-  const keepFamily = own?.accountId === account.id ? own.familyId : undefined;
   await limitCodeAttempts(deps, account.id);
   await deps.db.transaction(async (tx) => {
     await acceptCode(deps, tx, account, secret, code);
+    const keepFamily = await ownFamily(deps, account.id, own, tx);
     const now = deps.clock.now();
     if (!(await store.deactivateMfa(tx, account.id, now))) throw new AppError('MFA_ALREADY_DISABLED');
     await store.retireMfaTickets(tx, account.id, now);

@@ -5,20 +5,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { decodeJwt } from 'jose';
 import type { AppContext } from '../../context.ts';
-import { presentedAccessToken } from '../../http/identity.ts';
 import { changePassword } from '../accounts.ts';
 import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
-import { sessionOf } from '../sessions.ts';
-import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
-
-/** `iat` of an access token that requireUser() has already verified. */
-function issuedAt(token: string | undefined): number | undefined {
-  if (!token) return undefined;
-  const iat = decodeJwt(token).iat;
-  return typeof iat === 'number' ? iat : undefined;
-}
+import { bodyDefaultsToObject, ownSignIn } from './common.ts';
 
 export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
@@ -41,14 +31,10 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
     },
     async (request, reply) => {
       const who = await request.requireUser();
-      // The caller's own sign-in survives: named by its refresh cookie, or found from its access token.
-      const own = presentedRefreshToken(request, {});
-      const keep = own ? await sessionOf(ctx, own.value) : undefined;
       await changePassword(ctx, who['user-id'], {
         oldPassword: request.body.old_password,
         newPassword: request.body.new_password,
-        keepFamily: keep?.familyId,
-        tokenIat: issuedAt(presentedAccessToken(request)),
+        own: ownSignIn(request),
       });
       return reply.code(204).send(null);
     },

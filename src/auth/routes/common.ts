@@ -1,6 +1,8 @@
 /** Small pieces shared by the auth route files. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { REFRESH_COOKIE } from '../../http/identity.ts';
+import { decodeJwt } from 'jose';
+import { presentedAccessToken, REFRESH_COOKIE } from '../../http/identity.ts';
+import type { OwnSignIn } from '../sessions.ts';
 
 /**
  * A POST without a body is validated as `{}`, so the answer names the missing field
@@ -27,4 +29,17 @@ export function presentedRefreshToken(
   }
   if (query.refresh_token) return { value: query.refresh_token, source: 'query' };
   return undefined;
+}
+
+/**
+ * How the caller names its own sign-in (kept when a security change ends the others): the refresh token it
+ * presents, and the issue time of its access token. Call after requireUser(), which verified that token.
+ */
+export function ownSignIn(request: FastifyRequest): OwnSignIn {
+  const token = presentedAccessToken(request);
+  const iat = token === undefined ? undefined : decodeJwt(token).iat;
+  return {
+    refreshToken: presentedRefreshToken(request, {})?.value,
+    accessTokenIat: typeof iat === 'number' ? iat : undefined,
+  };
 }

@@ -4,7 +4,7 @@
  * carries a 'magic-link' ticket: random, stored hashed, single use, MAGIC_LINK_EXPIRES_IN minutes, and
  * delivered only by email; the session is opened when the link is followed.
  */
-import { assertEmailDomain, chooseRoles, type RegisterInput } from '../../auth/accounts.ts';
+import { pendingUser, planNewAccount, type RegisterInput } from '../../auth/accounts.ts';
 import {
   activateAccount,
   findAccountByEmail,
@@ -13,14 +13,14 @@ import {
   loadProfile,
 } from '../../auth/accounts-store.ts';
 import type { PublicUser } from '../../auth/schemas.ts';
-import { issueSession, publicUser } from '../../auth/sessions.ts';
+import { issueSession } from '../../auth/sessions.ts';
 import { consumeTicket, issueTicket } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { LinkOutcome } from '../link-response.ts';
 import { serviceLink } from '../links.ts';
-import { accountLocale, setAccountLocale } from '../mail-store.ts';
+import { accountLocale } from '../mail-store.ts';
 
 export type MagicAction = 'register' | 'log-in';
 
@@ -74,11 +74,7 @@ export async function registerWithMagicLink(
   input: Omit<RegisterInput, 'password'> & { redirectTo?: string },
 ): Promise<{ user: PublicUser }> {
   requireEmails(ctx);
-  assertEmailDomain(ctx, input.email);
-  const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
-  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
-  const userData = { display_name: input.email, ...(input.userData ?? {}) };
+  const { defaultRole, roles, userData } = await planNewAccount(ctx, input);
   return ctx.db.transaction(async (tx) => {
     const { accountId } = await insertAccount(tx, {
       email: input.email,
@@ -89,9 +85,7 @@ export async function registerWithMagicLink(
       roles,
       userData,
     });
-    if (input.locale) await setAccountLocale(tx, accountId, input.locale);
-    const profile = await loadProfile(tx, accountId);
-    const user = publicUser(profile as NonNullable<typeof profile>);
+    const user = await pendingUser(tx, accountId, input.locale);
     await issueMagicLink(ctx, tx, {
       accountId,
       email: input.email,

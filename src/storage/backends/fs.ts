@@ -10,6 +10,9 @@
  * Key segments are escaped so that any S3 key maps to a distinct path: folders and files never collide
  * (`a` and `a/b` can both be objects, as in S3), names stay within filesystem limits, and keys that
  * differ only in case stay distinct on case-insensitive filesystems.
+ *
+ * `head` answers from an in-memory copy of recent metadata (MetadataCache below): one instance owns the
+ * folder, so its own commits are the only changes, and each commit drops the key's copy.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
@@ -41,6 +44,9 @@ const EARLY_SYNC = 32 * 1024 * 1024;
 const LIST_READS = 16;
 /** What a data file's name looks like (`<escaped name>~<uuid>.data`); anything else is never opened. */
 const DATA_NAME = /^[^/\\]+~[0-9a-f-]{36}\.data$/;
+/** Metadata copies kept for `head`, and how long one is trusted without going back to the disk. */
+const META_CACHE_ENTRIES = 10_000;
+const META_CACHE_TTL_MS = 2_000;
 
 interface Sidecar {
   key: string;
@@ -65,15 +71,89 @@ export function decodeSegment(name: string): string | undefined {
   return decodeURIComponent(name.replace(/\^([A-Z])/g, '$1'));
 }
 
+/**
+ * Recently read metadata, by key, for `head` (a metadata request would otherwise cost four thread-pool
+ * round trips: open, fstat, read, close). Correct because the fs backend has one instance per folder
+ * (README, Storage): every change goes through this process's commits, which call `changing` before
+ * and after touching a key. A copy is stored only when no commit ran while it was being read, so a read
+ * that raced a commit can never put back the version the commit replaced. Copies also expire after
+ * META_CACHE_TTL_MS, which bounds how long a change made behind the service's back (a restored backup,
+ * a file removed by hand) goes unseen.
+ */
+export class MetadataCache {
+  private readonly entries = new Map<string, { info: ObjectInfo; expires: number }>();
+  /** Counts commits started and finished, so a read can tell whether one overlapped it. */
+  private commits = 0;
+
+  constructor(
+    private readonly maxEntries: number,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** A copy of the cached metadata (callers may change what they get). */
+  get(key: string): ObjectInfo | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (e.expires <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return { ...e.info, lastModified: new Date(e.info.lastModified.getTime()) };
+  }
+
+  /** A token for `store`: the commit count when a disk read starts. */
+  readStarted(): number {
+    return this.commits;
+  }
+
+  store(key: string, info: ObjectInfo, startedAt: number): void {
+    if (startedAt !== this.commits) return;
+    if (this.entries.size >= this.maxEntries) {
+      // Oldest first: Map iterates in insertion order.
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(key, {
+      info: { ...info, lastModified: new Date(info.lastModified.getTime()) },
+      expires: Date.now() + this.ttlMs,
+    });
+  }
+
+  /** Drops the key's copy: a reader found it stale (changed behind the service's back). */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+
+  /** Runs a commit on `key`: its copy is dropped, and reads overlapping the commit are not stored. */
+  async changing<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    this.commits++;
+    this.entries.delete(key);
+    try {
+      return await fn();
+    } finally {
+      this.commits++;
+      this.entries.delete(key);
+    }
+  }
+}
+
 export class FsObjectStore implements ObjectStore {
   readonly kind = 'fs' as const;
   private readonly objects: string;
   private readonly tmp: string;
   private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly meta: MetadataCache;
 
-  constructor(readonly root: string) {
+  constructor(
+    readonly root: string,
+    opts: { metadataCacheEntries?: number; metadataCacheTtlMs?: number } = {},
+  ) {
     this.objects = path.join(root, 'objects');
     this.tmp = path.join(root, 'tmp');
+    this.meta = new MetadataCache(
+      opts.metadataCacheEntries ?? META_CACHE_ENTRIES,
+      opts.metadataCacheTtlMs ?? META_CACHE_TTL_MS,
+    );
   }
 
   async init(): Promise<void> {
@@ -93,10 +173,14 @@ export class FsObjectStore implements ObjectStore {
     return { dir: path.join(this.objects, ...segments.map(encodeSegment)), base: encodeSegment(last) };
   }
 
-  /** Runs `fn` after any other commit on the same key (reads never wait). */
+  /**
+   * Runs `fn` after any other commit on the same key (reads never wait). Every change to the folder runs
+   * here, which is what keeps the metadata cache exact.
+   */
   private async locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.locks.get(key) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
+    const commit = () => this.meta.changing(key, fn);
+    const run = prev.then(commit, commit);
     const tail = run.catch(() => {});
     this.locks.set(key, tail);
     try {
@@ -117,8 +201,14 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {
+    const cached = this.meta.get(key);
+    if (cached) return cached;
+    const started = this.meta.readStarted();
     const s = await this.readSidecar(key);
-    return s && toInfo(s);
+    if (!s) return undefined;
+    const info = toInfo(s);
+    this.meta.store(key, info, started);
+    return info;
   }
 
   async put(key: string, body: Readable, opts: PutOptions): Promise<ObjectInfo> {
@@ -234,12 +324,15 @@ export class FsObjectStore implements ObjectStore {
     expect?: ObjectInfo,
   ): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
     const { dir } = this.location(key);
-    // A known version is its data file: never rewritten, only replaced and removed. Open it directly;
-    // gone means the object changed since `expect` was read.
-    if (expect?.version && DATA_NAME.test(expect.version)) {
-      const fh = await openIfPresent(path.join(dir, expect.version));
-      if (!fh) throw new ObjectChanged(`${key} changed since its metadata was read`);
-      return { info: expect, body: await readBody(fh, expect.size, range) };
+    // A known version (the caller's, else the metadata cache's) is its data file: never rewritten, only
+    // replaced and removed. Open it directly; gone means the object changed since it was read (a cached
+    // copy can only be stale after a change behind the service's back: drop it and read the disk).
+    const known = expect ?? this.meta.get(key);
+    if (known?.version && DATA_NAME.test(known.version)) {
+      const fh = await openIfPresent(path.join(dir, known.version));
+      if (fh) return { info: known, body: await readBody(fh, known.size, range) };
+      this.meta.forget(key);
+      if (expect) throw new ObjectChanged(`${key} changed since its metadata was read`);
     }
     // A concurrent overwrite may remove the data file between reading the metadata and opening it.
     for (let attempt = 0; attempt < 5; attempt++) {
@@ -266,7 +359,10 @@ export class FsObjectStore implements ObjectStore {
     }
     // Open, one read of the known size, close: no stream for a file read whole.
     const fh = await openIfPresent(path.join(this.location(key).dir, expect.version));
-    if (!fh) throw new ObjectChanged(`${key} changed since its metadata was read`);
+    if (!fh) {
+      this.meta.forget(key);
+      throw new ObjectChanged(`${key} changed since its metadata was read`);
+    }
     try {
       const buf = Buffer.allocUnsafe(expect.size);
       let at = 0;

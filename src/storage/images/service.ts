@@ -95,6 +95,14 @@ export class ImageService {
   /** Renders done and cache hits since start: lets tests and operators see where answers came from. */
   readonly stats = { renders: 0, cacheHits: 0 };
   private readonly inflight = new Map<string, Promise<{ data: Buffer; format: OutputFormat }>>();
+  /**
+   * Variants rendered and answered but still being written to the cache (written behind the answer, so
+   * the client does not wait for the disk), served from here meanwhile. Keyed like `inflight`.
+   */
+  private readonly writing = new Map<
+    string,
+    { sourceKey: string; data: Buffer; format: OutputFormat; done: Promise<void> }
+  >();
 
   constructor(
     private readonly config: Pick<
@@ -127,10 +135,15 @@ export class ImageService {
     const etag = `"${createHash('sha256').update(`${source.etag}\n${variantId}`).digest('hex').slice(0, 32)}"`;
     if (notModified(req, etag, source.lastModified)) return { status: 304, etag, vary };
 
-    const cached = await this.cache.get(source.key, source.etag, variantId).catch((err: unknown) => {
-      this.log?.warn({ err }, 'image cache read failed');
-      return undefined;
-    });
+    // Identical requests arriving together share one render.
+    const flightKey = `${source.key}\n${source.etag}\n${variantId}`;
+    const written = this.writing.get(flightKey);
+    const cached =
+      written ??
+      (await this.cache.get(source.key, source.etag, variantId).catch((err: unknown) => {
+        this.log?.warn({ err }, 'image cache read failed');
+        return undefined;
+      }));
     if (cached && cached.format in CONTENT_TYPES) {
       this.stats.cacheHits++;
       const format = cached.format as OutputFormat;
@@ -145,11 +158,9 @@ export class ImageService {
       };
     }
 
-    // Identical requests arriving together share one render.
-    const flightKey = `${source.key}\n${source.etag}\n${variantId}`;
     let render = this.inflight.get(flightKey);
     if (!render) {
-      render = this.render(source, req.params, choice, variantId).finally(() =>
+      render = this.render(source, req.params, choice, variantId, flightKey).finally(() =>
         this.inflight.delete(flightKey),
       );
       this.inflight.set(flightKey, render);
@@ -163,6 +174,7 @@ export class ImageService {
     params: ImageParams,
     choice: ReturnType<typeof chooseFormat>['choice'],
     variantId: string,
+    flightKey: string,
   ): Promise<{ data: Buffer; format: OutputFormat }> {
     const max = this.config.IMAGE_MAX_SOURCE_SIZE;
     if (source.size > max)
@@ -184,16 +196,35 @@ export class ImageService {
     });
     // Overwritten between the rules' look and the read: these bytes do not belong to source.etag.
     if (opened !== source.etag) return { data: out.data, format: out.format };
-    await this.cache
+    // Written behind the answer: the disk write (folders, temporary file, rename) took a few
+    // milliseconds of every first render's latency.
+    const done = this.cache
       .put(source.key, source.etag, variantId, { data: out.data, format: out.format })
       .catch((err: unknown) => {
         this.log?.warn({ err }, 'image cache write failed');
+      })
+      .finally(() => {
+        if (this.writing.get(flightKey)?.done === done) this.writing.delete(flightKey);
       });
+    this.writing.set(flightKey, { sourceKey: source.key, data: out.data, format: out.format, done });
     return { data: out.data, format: out.format };
+  }
+
+  /** Resolves when every variant written behind an answer is on disk (tests, shutdown). */
+  async flush(): Promise<void> {
+    await Promise.all([...this.writing.values()].map((w) => w.done));
   }
 
   /** Forgets the variants of a source that was deleted or overwritten. Never throws. */
   async forget(sourceKey: string): Promise<void> {
+    // Variants still being written go first, so that none lands on disk after the folder is dropped.
+    const pending: Promise<void>[] = [];
+    for (const [key, w] of this.writing) {
+      if (w.sourceKey !== sourceKey) continue;
+      this.writing.delete(key);
+      pending.push(w.done);
+    }
+    await Promise.all(pending);
     await this.cache.dropSource(sourceKey).catch((err: unknown) => {
       this.log?.warn({ err }, 'image cache cleanup failed');
     });

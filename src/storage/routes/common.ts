@@ -57,16 +57,25 @@ export function depsOf(ctx: {
   return { config: ctx.config, objects: ctx.storage.objects, rules: ctx.storage.rules };
 }
 
+/** Keys already parsed, per request: the group's onRequest hook parses first, the handler again. */
+const parsedKeys = new WeakMap<FastifyRequest, ParsedKey>();
+
 /**
  * The key from the raw URL (not the router's decoding), so that decoding happens exactly once and is
  * checked (src/storage/keys.ts).
  */
 export function keyOf(request: FastifyRequest): ParsedKey {
+  const known = parsedKeys.get(request);
+  if (known) return known;
   const route = request.routeOptions.url ?? '';
   const prefix = route.slice(0, route.length - 1);
-  const raw = request.url.split('?')[0] ?? '';
+  const q = request.url.indexOf('?');
+  const raw = q === -1 ? request.url : request.url.slice(0, q);
   if (!route.endsWith('*') || !raw.startsWith(prefix)) throw new AppError('NOT_FOUND');
-  return parseKey(raw.slice(prefix.length));
+  // Frozen: the hook and the handler share it.
+  const key = Object.freeze(parseKey(raw.slice(prefix.length)));
+  parsedKeys.set(request, key);
+  return key;
 }
 
 export async function callerOf(request: FastifyRequest): Promise<Caller> {

@@ -31,10 +31,18 @@ const schema = {
 
 export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const deps = depsOf(opts.ctx);
-  app.get('/m/*', { schema }, async (request) => {
+  app.get('/m/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
     const caller = await callerOf(request);
-    if (!key.folder) return toMetadata((await resolveFile(deps, key, caller)).info);
+    if (!key.folder) {
+      const meta = toMetadata((await resolveFile(deps, key, caller)).info);
+      // The 200 schema is a union (file or folder), which the serializer can only pick by validating the
+      // body against each branch on every request; a file's answer is the first branch, byte for byte.
+      // With its own serializer a reply gets no default content type, so name it (the same as before).
+      reply.type('application/json; charset=utf-8');
+      reply.serializer(reply.compileSerializationSchema(FileMetadataSchema));
+      return meta;
+    }
     const out: FileMetadata[] = [];
     for await (const info of listFolder(deps, key, caller)) out.push(toMetadata(info));
     // S3 lists in byte order already; the folder store's order is best effort, so make it exact.

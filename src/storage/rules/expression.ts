@@ -36,6 +36,7 @@ export type Value =
   | string
   | typeof NOT_YET_KNOWN
   | readonly Value[]
+  | LazyRecord
   | { readonly [key: string]: Value };
 
 type Node = jsep.Expression;
@@ -168,10 +169,32 @@ export interface RuleFunction {
   readonly body: CompiledExpression;
 }
 
+/** The names an expression can read. A Map will do; `has` tells "not defined" from `undefined`. */
+export interface Vars {
+  has(name: string): boolean;
+  get(name: string): Value;
+}
+
 export interface Scope {
   /** Names an expression can read: request, resource, path variables (and a function's parameters). */
-  readonly vars: ReadonlyMap<string, Value>;
+  readonly vars: Vars;
   readonly functions: ReadonlyMap<string, RuleFunction>;
+}
+
+/** A function's parameters over the caller's names (a later parameter of the same name wins). */
+class ParamVars implements Vars {
+  constructor(
+    private readonly params: readonly string[],
+    private readonly args: readonly Value[],
+    private readonly outer: Vars,
+  ) {}
+  has(name: string): boolean {
+    return this.params.includes(name) || this.outer.has(name);
+  }
+  get(name: string): Value {
+    const i = this.params.lastIndexOf(name);
+    return i >= 0 ? this.args[i] : this.outer.get(name);
+  }
 }
 
 export function evaluate(expr: CompiledExpression, scope: Scope): Value {
@@ -222,7 +245,7 @@ function known(v: Value): Value {
 }
 
 function isObject(v: Value): v is { readonly [key: string]: Value } {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof LazyRecord);
 }
 
 function member(m: jsep.MemberExpression, scope: Scope, depth: number): Value {
@@ -242,6 +265,7 @@ function member(m: jsep.MemberExpression, scope: Scope, depth: number): Value {
     if (/^(0|[1-9]\d{0,8})$/.test(k)) return known(list[Number(k)] as Value);
     throw new RuleError(`"${k}" cannot be read from a ${typeof obj === 'string' ? 'string' : 'list'}`);
   }
+  if (obj instanceof LazyRecord) return known(obj.read(k));
   if (isObject(obj)) return Object.hasOwn(obj, k) ? known(obj[k]) : undefined;
   throw new RuleError(`cannot read "${k}" of a ${typeof obj}`);
 }
@@ -257,10 +281,7 @@ function call(c: jsep.CallExpression, scope: Scope, depth: number): Value {
     const name = (c.callee as jsep.Identifier).name;
     const fn = scope.functions.get(name);
     if (!fn) throw new RuleError(`function "${name}" is not defined`);
-    const vars = new Map(scope.vars);
-    fn.params.forEach((p, i) => {
-      vars.set(p, args[i]);
-    });
+    const vars = new ParamVars(fn.params, args, scope.vars);
     return evalNode(fn.body.ast, { vars, functions: scope.functions }, depth + 1);
   }
   const m = c.callee as jsep.MemberExpression;
@@ -337,6 +358,29 @@ function looseEqual(a: Value, b: Value): boolean {
 }
 
 /**
+ * Whether `v` can never change: primitives, and frozen arrays and plain objects whose own properties are
+ * data properties (no getters) holding such values. A Date or any class instance does not qualify.
+ */
+function isImmutableData(v: unknown, depth: number): boolean {
+  if (v === null || typeof v !== 'object') return typeof v !== 'function';
+  if (depth > 16 || !Object.isFrozen(v)) return false;
+  if (!Array.isArray(v)) {
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return false;
+  }
+  for (const d of Object.values(Object.getOwnPropertyDescriptors(v))) {
+    if (!('value' in d) || !isImmutableData(d.value, depth + 1)) return false;
+  }
+  return true;
+}
+
+/**
+ * Copies of immutable objects, by object and depth: the permission variables of a verified access token
+ * are frozen and shared by every request that presents it, so their copy is made once.
+ */
+const immutableCopies = new WeakMap<object, { depth: number; value: Value }>();
+
+/**
  * Copies a JavaScript value into rule data: null-prototype objects and frozen arrays, no functions,
  * symbols (other than NOT_YET_KNOWN) or class instances (a Date becomes its ISO string).
  */
@@ -357,10 +401,64 @@ export function toValue(v: unknown, depth = 0): Value {
   }
   if (depth > 16) return undefined;
   if (v instanceof Date) return v.toISOString();
-  if (Array.isArray(v)) return Object.freeze(v.map((x) => toValue(x, depth + 1)));
-  const out: Record<string, Value> = Object.create(null);
-  for (const [k, x] of Object.entries(v as object)) {
-    if (!FORBIDDEN.has(k)) out[k] = toValue(x, depth + 1);
+  const memo = immutableCopies.get(v as object);
+  if (memo && memo.depth === depth) return memo.value;
+  let out: Value;
+  if (Array.isArray(v)) out = Object.freeze(v.map((x) => toValue(x, depth + 1)));
+  else {
+    const o: Record<string, Value> = Object.create(null);
+    // Own enumerable string keys, in order (as Object.entries, without its pair arrays).
+    for (const k of Object.keys(v as object)) {
+      if (!FORBIDDEN.has(k)) o[k] = toValue((v as Record<string, unknown>)[k], depth + 1);
+    }
+    out = Object.freeze(o);
   }
-  return Object.freeze(out);
+  // Frozen stays frozen, so the copy of an immutable object stays right for as long as it exists.
+  if (Object.isFrozen(v) && isImmutableData(v, depth))
+    immutableCopies.set(v as object, { depth, value: out });
+  return out;
+}
+
+const isEnumerableOwn = (o: object, k: string) => Object.prototype.propertyIsEnumerable.call(o, k);
+
+/**
+ * Rule data over a plain JavaScript object, copied a property at a time as rules read it: reading `k`
+ * gives what `toValue(source)[k]` would hold, but a decision that reads `request.auth['user-id']` no
+ * longer copies the whole request, query and resource first. Rules see it as an object: member access
+ * goes through `read` (own enumerable properties, forbidden names excluded, as toValue), and nothing
+ * else of the instance (its source, its methods) is reachable from a rule. Each property is copied
+ * once, so reading it twice gives the same value (`request.auth === request.auth`).
+ */
+export class LazyRecord {
+  readonly #source: object;
+  readonly #depth: number;
+  readonly #copies = new Map<string, Value>();
+
+  constructor(source: object, depth: number) {
+    this.#source = source;
+    this.#depth = depth;
+  }
+
+  read(key: string): Value {
+    if (this.#copies.has(key)) return this.#copies.get(key);
+    const v =
+      !FORBIDDEN.has(key) && isEnumerableOwn(this.#source, key)
+        ? lazyValue((this.#source as Record<string, unknown>)[key], this.#depth + 1)
+        : undefined;
+    this.#copies.set(key, v);
+    return v;
+  }
+}
+
+/**
+ * toValue for the evaluator, deferring the copy of plain objects to LazyRecord; everything else
+ * (primitives, Dates, arrays, immutable objects with a copy already made) is exactly toValue.
+ */
+export function lazyValue(v: unknown, depth = 0): Value {
+  if (v === null || typeof v !== 'object' || depth > 16 || v instanceof Date || Array.isArray(v))
+    return toValue(v, depth);
+  const memo = immutableCopies.get(v);
+  if (memo && memo.depth === depth) return memo.value;
+  if (Object.isFrozen(v) && isImmutableData(v, depth)) return toValue(v, depth);
+  return new LazyRecord(v, depth);
 }

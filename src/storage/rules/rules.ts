@@ -10,11 +10,12 @@ import {
   type CompiledExpression,
   compileExpression,
   evaluate,
+  lazyValue,
   RuleError,
   type RuleFunction,
   RuleNeedsValue,
-  toValue,
   type Value,
+  type Vars,
 } from './expression.ts';
 import { compilePattern, type PathPattern } from './matcher.ts';
 
@@ -79,32 +80,81 @@ export type Decision =
   /** A rule read a value marked NOT_YET_KNOWN: decide again once it is known. */
   | { allowed: 'later' };
 
-export class StorageRules {
+const ALLOWED: Decision = Object.freeze({ allowed: true });
+const LATER: Decision = Object.freeze({ allowed: 'later' });
+
+/**
+ * What a rule of a matching entry can read: the path variables, `request` and `resource`. The last two
+ * are copied into rule data on first use only, and then only the properties a rule reads (LazyRecord).
+ */
+class DecisionVars implements Vars {
+  private request: Value | undefined;
+  private resource: Value | undefined;
+  private requestDone = false;
+  private resourceDone = false;
+
   constructor(
-    private readonly entries: readonly Entry[],
-    private readonly functions: ReadonlyMap<string, RuleFunction>,
-    readonly source: string,
+    private readonly pathVars: Record<string, string>,
+    private readonly input: RuleInput,
   ) {}
 
+  has(name: string): boolean {
+    return name === 'request' || name === 'resource' || Object.hasOwn(this.pathVars, name);
+  }
+
+  get(name: string): Value {
+    // `request` and `resource` win over path variables of the same name.
+    if (name === 'request') {
+      if (!this.requestDone) {
+        const { path, method, query, auth } = this.input;
+        this.request = lazyValue({ path, method, query, auth });
+        this.requestDone = true;
+      }
+      return this.request;
+    }
+    if (name === 'resource') {
+      if (!this.resourceDone) {
+        this.resource = lazyValue(this.input.resource);
+        this.resourceDone = true;
+      }
+      return this.resource;
+    }
+    return Object.hasOwn(this.pathVars, name) ? this.pathVars[name] : undefined;
+  }
+}
+
+export class StorageRules {
+  /** Per operation, the entries that can answer it, in file order. */
+  private readonly answering: Record<Operation, readonly Entry[]>;
+
+  constructor(
+    entries: readonly Entry[],
+    private readonly functions: ReadonlyMap<string, RuleFunction>,
+    readonly source: string,
+  ) {
+    const forOp = (op: Operation) => entries.filter((e) => OPERATIONS[op].answers.some((k) => e.rules[k]));
+    this.answering = {
+      create: forOp('create'),
+      update: forOp('update'),
+      get: forOp('get'),
+      list: forOp('list'),
+      delete: forOp('delete'),
+    };
+  }
+
   decide(op: Operation, input: RuleInput): Decision {
-    const { answers, tries } = OPERATIONS[op];
-    for (const entry of this.entries) {
-      const vars = entry.pattern.match(input.path);
-      if (!vars || !answers.some((k) => entry.rules[k])) continue;
-      const scope = new Map<string, Value>();
-      for (const [k, v] of Object.entries(vars)) scope.set(k, v);
-      scope.set(
-        'request',
-        toValue({ path: input.path, method: input.method, query: input.query, auth: input.auth }),
-      );
-      scope.set('resource', toValue(input.resource));
+    const { tries } = OPERATIONS[op];
+    for (const entry of this.answering[op]) {
+      const pathVars = entry.pattern.match(input.path);
+      if (!pathVars) continue;
+      const scope = { vars: new DecisionVars(pathVars, input), functions: this.functions };
       for (const key of tries) {
         const rule = entry.rules[key];
         if (!rule) continue;
         try {
-          if (evaluate(rule, { vars: scope, functions: this.functions })) return { allowed: true };
+          if (evaluate(rule, scope)) return ALLOWED;
         } catch (err) {
-          if (err instanceof RuleNeedsValue) return { allowed: 'later' };
+          if (err instanceof RuleNeedsValue) return LATER;
           if (err instanceof RuleError) {
             return { allowed: false, reason: `${entry.pattern.source} ${key}: ${err.message}` };
           }

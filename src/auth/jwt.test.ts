@@ -1,0 +1,144 @@
+/**
+ * AccessTokenVerifier: the request path's memory of verified access tokens must accept and refuse
+ * exactly what a full verification accepts and refuses, at every instant.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { SignJWT } from 'jose';
+import { type Config, configFrom } from '../config.ts';
+import {
+  AccessTokenVerifier,
+  InvalidAccessToken,
+  type PermissionVariables,
+  signAccessToken,
+  verifyAccessToken,
+} from './jwt.ts';
+import { type JwtKeys, loadJwtKeys } from './keys.ts';
+
+const T0 = new Date('2026-03-01T12:00:00Z');
+const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
+const vars: PermissionVariables = {
+  'user-id': 'u-1',
+  'allowed-roles': ['user', 'me'],
+  'default-role': 'user',
+};
+
+async function rejects(p: Promise<unknown>, reason: RegExp): Promise<void> {
+  await assert.rejects(p, (err: Error) => {
+    assert.ok(err instanceof InvalidAccessToken, String(err));
+    assert.match(err.message, reason);
+    return true;
+  });
+}
+
+describe('AccessTokenVerifier', () => {
+  let dir: string;
+  let config: Config;
+  let keys: JwtKeys;
+  /** Signs with the configured key; `claims` replace the standard ones (seconds since T0 for times). */
+  const sign = (
+    claims: { exp?: number; nbf?: number; iss?: string },
+    extra: Record<string, unknown> = {},
+  ) => {
+    let jwt = new SignJWT({
+      [config.JWT_CLAIMS_NAMESPACE]: {
+        'x-hasura-user-id': 'u-1',
+        'x-hasura-allowed-roles': ['user'],
+        'x-hasura-default-role': 'user',
+      },
+      ...extra,
+    })
+      .setProtectedHeader({ alg: keys.algorithm })
+      .setIssuer(claims.iss ?? config.JWT_ISSUER)
+      .setIssuedAt(Math.floor(T0.getTime() / 1000));
+    if (claims.exp !== undefined) jwt = jwt.setExpirationTime(Math.floor(at(claims.exp).getTime() / 1000));
+    if (claims.nbf !== undefined) jwt = jwt.setNotBefore(Math.floor(at(claims.nbf).getTime() / 1000));
+    return jwt.sign(keys.signCryptoKey);
+  };
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'gatehouse-jwt-'));
+    config = configFrom({ DATA_DIR: dir, JWT_ALGORITHM: 'HS256', JWT_KEY: 'k'.repeat(48) });
+    keys = await loadJwtKeys(config);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('answers a token seen before with the same permission variables, frozen', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const { token } = await signAccessToken(keys, config, vars, T0);
+    const first = await v.verify(token, at(1));
+    assert.deepEqual(first, await verifyAccessToken(keys, config, token, at(1)));
+    assert.equal(await v.verify(token, at(2)), first);
+    assert.equal(v.size, 1);
+    assert.ok(Object.isFrozen(first) && Object.isFrozen(first['allowed-roles']));
+  });
+
+  it('refuses a remembered token from the second of its expiry on, as "expired"', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const token = await sign({ exp: 60 });
+    await v.verify(token, at(59.999));
+    await rejects(v.verify(token, at(60)), /expired/);
+    await rejects(verifyAccessToken(keys, config, token, at(60)), /expired/);
+    assert.equal(v.size, 0);
+  });
+
+  it('refuses a remembered token again when the clock goes back before its nbf', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const token = await sign({ exp: 600, nbf: 10 });
+    await rejects(v.verify(token, at(9)), /invalid/);
+    assert.equal(v.size, 0, 'a failure is not remembered');
+    await v.verify(token, at(10));
+    assert.equal(v.size, 1);
+    await rejects(v.verify(token, at(9)), /invalid/);
+  });
+
+  it('never remembers a token without exp, and verifies it fully every time', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const token = await sign({});
+    await v.verify(token, at(1));
+    assert.equal(v.size, 0);
+  });
+
+  it('does not let a remembered token vouch for a tampered copy, another issuer or a foreign key', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const token = await sign({ exp: 600 });
+    await v.verify(token, at(1));
+    const [h, p, s] = token.split('.') as [string, string, string];
+    const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
+    claims[config.JWT_CLAIMS_NAMESPACE]['x-hasura-user-id'] = 'admin';
+    const tampered = `${h}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.${s}`;
+    await rejects(v.verify(tampered, at(1)), /invalid/);
+    await rejects(v.verify(await sign({ exp: 600, iss: 'someone-else' }), at(1)), /invalid/);
+    const foreign = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuer(config.JWT_ISSUER)
+      .setExpirationTime(Math.floor(at(600).getTime() / 1000))
+      .sign(new TextEncoder().encode('x'.repeat(48)));
+    await rejects(v.verify(foreign, at(1)), /invalid/);
+    await rejects(v.verify(`${h}.${p}.`, at(1)), /invalid/);
+    assert.equal(v.size, 1);
+  });
+
+  it('refuses claims without the Hasura variables, and does not remember them', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: { 'x-hasura-user-id': 'u' } })
+      .setProtectedHeader({ alg: keys.algorithm })
+      .setIssuer(config.JWT_ISSUER)
+      .setExpirationTime(Math.floor(at(600).getTime() / 1000))
+      .sign(keys.signCryptoKey);
+    await rejects(v.verify(token, at(1)), /incomplete/);
+    assert.equal(v.size, 0);
+  });
+
+  it('holds at most maxEntries tokens, dropping the oldest', async () => {
+    const v = new AccessTokenVerifier(keys, config, 2);
+    const tokens = [await sign({ exp: 600 }), await sign({ exp: 601 }), await sign({ exp: 602 })];
+    for (const t of tokens) await v.verify(t, at(1));
+    assert.equal(v.size, 2);
+    // All three still verify: a dropped one simply takes the full path again.
+    for (const t of tokens) await v.verify(t, at(1));
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * Hasura tracking of the auth tables (contract §10.4). Gatehouse reads and writes PostgreSQL directly, but
+ * apps query `public.users`, `auth.accounts` and their relationships through the GraphQL engine, so at
+ * start, when HASURA_ENDPOINT is set, the tables are tracked and the relationships created, as HBP did.
+ * Each call stands alone and its failure is only logged: "already tracked" is the normal answer on every
+ * start after the first, and an engine that is down must not keep the service from starting.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+
+type Table = { schema: string; name: string };
+
+const auth = (name: string): Table => ({ schema: 'auth', name });
+const TRACKED: readonly Table[] = [
+  auth('account_providers'),
+  auth('account_roles'),
+  auth('accounts'),
+  auth('providers'),
+  auth('refresh_tokens'),
+  auth('roles'),
+  auth('migrations'),
+  { schema: 'public', name: 'users' },
+];
+
+/** [table, relationship name, foreign-key column of that table] */
+const OBJECT_RELATIONSHIPS: readonly [Table, string, string][] = [
+  [auth('account_providers'), 'account', 'account_id'],
+  [auth('account_providers'), 'provider', 'auth_provider'],
+  [auth('account_roles'), 'account', 'account_id'],
+  [auth('account_roles'), 'roleByRole', 'role'],
+  [auth('accounts'), 'role', 'default_role'],
+  [auth('accounts'), 'user', 'user_id'],
+  [auth('refresh_tokens'), 'account', 'account_id'],
+];
+
+/** [table, relationship name, the referencing table, its foreign-key column] */
+const ARRAY_RELATIONSHIPS: readonly [Table, string, Table, string][] = [
+  [auth('accounts'), 'account_providers', auth('account_providers'), 'account_id'],
+  [auth('accounts'), 'account_roles', auth('account_roles'), 'account_id'],
+  [auth('accounts'), 'refresh_tokens', auth('refresh_tokens'), 'account_id'],
+  [auth('providers'), 'account_providers', auth('account_providers'), 'auth_provider'],
+  [auth('roles'), 'account_roles', auth('account_roles'), 'role'],
+  [auth('roles'), 'accounts', auth('accounts'), 'default_role'],
+];
+
+/** The metadata calls, in order: tables first, then the relationships between them. */
+export function metadataCalls(): { type: string; args: Record<string, unknown> }[] {
+  return [
+    ...TRACKED.map((table) => ({ type: 'track_table', args: { ...table } })),
+    ...OBJECT_RELATIONSHIPS.map(([table, name, column]) => ({
+      type: 'create_object_relationship',
+      args: { table, name, using: { foreign_key_constraint_on: column } },
+    })),
+    {
+      type: 'create_object_relationship',
+      args: {
+        table: { schema: 'public', name: 'users' },
+        name: 'account',
+        using: {
+          manual_configuration: { remote_table: auth('accounts'), column_mapping: { id: 'user_id' } },
+        },
+      },
+    },
+    ...ARRAY_RELATIONSHIPS.map(([table, name, from, column]) => ({
+      type: 'create_array_relationship',
+      args: { table, name, using: { foreign_key_constraint_on: { table: from, column } } },
+    })),
+  ];
+}
+
+/** HBP's address for metadata calls: the GraphQL endpoint with `/v1/graphql` replaced by `/v1/query`. */
+export function queryEndpoint(graphqlEndpoint: string): string {
+  return graphqlEndpoint.replace('/v1/graphql', '/v1/query');
+}
+
+/**
+ * Sends every call to the engine; resolves with how many it accepted. Never rejects: each failure
+ * (refused, "already exists", timeout) is logged at debug level and the next call goes on.
+ */
+export async function applyHasuraMetadata(
+  opts: { endpoint: string; adminSecret: string; timeoutMs?: number },
+  log: FastifyBaseLogger,
+): Promise<{ accepted: number; failed: number }> {
+  const url = queryEndpoint(opts.endpoint);
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (opts.adminSecret) headers['x-hasura-admin-secret'] = opts.adminSecret;
+  let accepted = 0;
+  let failed = 0;
+  for (const call of metadataCalls()) {
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(call),
+        signal: AbortSignal.timeout(opts.timeoutMs ?? 5000),
+      });
+      const text = await res.text();
+      if (res.ok) accepted++;
+      else {
+        failed++;
+        log.debug(
+          { call: call.type, args: call.args, status: res.status, answer: text.slice(0, 300) },
+          'hasura',
+        );
+      }
+    } catch (err) {
+      failed++;
+      log.debug({ call: call.type, err: (err as Error).message }, 'hasura metadata call failed');
+    }
+  }
+  log.info(
+    { endpoint: url, accepted, failed },
+    'Hasura metadata applied (failures are usually "already tracked")',
+  );
+  return { accepted, failed };
+}
