@@ -4,7 +4,7 @@
  * everything that decides lives here.
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
@@ -120,25 +120,6 @@ export interface IncomingFile {
   afterEnd?: () => Promise<void>;
 }
 
-/** Reads the first `n` bytes without losing them: returns them and an iterator over the rest. */
-async function peek(stream: Readable, n: number) {
-  const it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  const head: Buffer[] = [];
-  let length = 0;
-  let ended = false;
-  while (length < n) {
-    const r = await it.next();
-    if (r.done) {
-      ended = true;
-      break;
-    }
-    const chunk = Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value);
-    head.push(chunk);
-    length += chunk.length;
-  }
-  return { head, first: Buffer.concat(head).subarray(0, n), ended, it };
-}
-
 function tooLarge(config: Config): AppError {
   return new AppError(
     'PAYLOAD_TOO_LARGE',
@@ -146,8 +127,12 @@ function tooLarge(config: Config): AppError {
   );
 }
 
+/** Bytes of an upload buffered ahead of the store (one socket read's worth). */
+const UPLOAD_BUFFER = 64 * 1024;
+
 /**
- * Streams an upload into the store. The bytes flow through a guard that counts them (413 past
+ * Streams an upload into the store. The bytes flow through one guard that holds back the first
+ * SNIFF_BYTES until the type and the rules are settled, counts the rest (413 past
  * STORAGE_MAX_UPLOAD_SIZE) and, at the end, settles rules that need the final size and checks for extra
  * parts; any failure errors the body, and the store then keeps nothing.
  */
@@ -163,54 +148,75 @@ export async function uploadFile(
   if (file.declaredSize !== undefined && file.declaredSize > max) throw tooLarge(config);
 
   const existing = await store(() => objects.head(key.key));
-  const { head, first, ended, it } = await peek(file.stream, SNIFF_BYTES);
-  const contentType = chooseContentType(file.mimetype, first);
   const name = file.filename || key.key.slice(key.key.lastIndexOf('/') + 1);
   const op: Operation = existing ? 'update' : 'create';
   const admin = isAdmin(config, caller.adminSecret);
+  let contentType = '';
   const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
 
-  let decideAtEnd = false;
-  if (!admin) {
-    const early = deps.rules.decide(op, ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN)));
-    if (early.allowed === false) {
-      if (!ended) await it.return?.();
-      throw new AppError('FORBIDDEN');
-    }
-    decideAtEnd = early.allowed === 'later';
-  }
+  let head!: { resolve: (first: Buffer) => void; reject: (err: Error) => void };
+  const first = new Promise<Buffer>((resolve, reject) => {
+    head = { resolve, reject };
+  });
+  // Settled once the early rules decision is made; the end-of-body checks wait for it.
+  let settle!: (decideAtEnd: boolean) => void;
+  const settled = new Promise<boolean>((resolve) => {
+    settle = resolve;
+  });
+  const held: Buffer[] = [];
+  let peeking = true;
+  let size = 0;
+  const release = (guard: Transform) => {
+    peeking = false;
+    head.resolve(Buffer.concat(held).subarray(0, SNIFF_BYTES));
+    for (const c of held) guard.push(c);
+    held.length = 0;
+  };
+  const guard = new Transform({
+    highWaterMark: UPLOAD_BUFFER,
+    transform(chunk: Buffer, _enc, cb) {
+      size += chunk.length;
+      if (size > max) return cb(tooLarge(config));
+      if (!peeking) return cb(null, chunk);
+      held.push(chunk);
+      if (size >= SNIFF_BYTES) release(this);
+      cb();
+    },
+    flush(cb) {
+      if (peeking) release(this);
+      settled
+        .then(async (decideAtEnd) => {
+          if (decideAtEnd && deps.rules.decide(op, ruleInput(key, caller, resource(size))).allowed !== true)
+            throw new AppError('FORBIDDEN');
+          await file.afterEnd?.();
+        })
+        .then(() => cb(), cb);
+    },
+  });
+  // An error on either side ends both: a client that leaves errors the guard (and so the store's write),
+  // and a refusal by the guard stops reading the client's body.
+  pipeline(file.stream, guard, (err) => {
+    if (err && peeking) head.reject(err);
+  });
 
-  async function* guarded(): AsyncGenerator<Buffer> {
-    let size = 0;
-    try {
-      for (const chunk of head) {
-        size += chunk.length;
-        if (size > max) throw tooLarge(config);
-        yield chunk;
-      }
-      if (!ended) {
-        for (;;) {
-          const r = await it.next();
-          if (r.done) break;
-          size += r.value.length;
-          if (size > max) throw tooLarge(config);
-          yield r.value;
-        }
-      }
-      if (decideAtEnd && deps.rules.decide(op, ruleInput(key, caller, resource(size))).allowed !== true) {
-        throw new AppError('FORBIDDEN');
-      }
-      await file.afterEnd?.();
-    } finally {
-      // On any early exit, stop reading the client's body.
-      if (!ended) await it.return?.();
+  try {
+    contentType = chooseContentType(file.mimetype, await first);
+    let decideAtEnd = false;
+    if (!admin) {
+      const early = deps.rules.decide(
+        op,
+        ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN)),
+      );
+      if (early.allowed === false) throw new AppError('FORBIDDEN');
+      decideAtEnd = early.allowed === 'later';
     }
+    settle(decideAtEnd);
+    const token = existing?.token || randomUUID();
+    return await store(() => objects.put(key.key, guard, { contentType, token }));
+  } catch (err) {
+    guard.destroy();
+    throw err;
   }
-
-  const token = existing?.token || randomUUID();
-  return store(() =>
-    objects.put(key.key, Readable.from(guarded(), { objectMode: false }), { contentType, token }),
-  );
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -229,6 +235,15 @@ export interface ReadableFile {
 export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
   fileKey(key);
   const info = await store(() => deps.objects.head(key.key));
+  return readAccess(deps, key, caller, info);
+}
+
+function readAccess(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  info: ObjectInfo | undefined,
+): ReadableFile {
   const resource = info ? toMetadata(info) : undefined;
   requireAllowed(deps, 'get', key, caller, resource);
   if (!info) throw new AppError('NOT_FOUND');
@@ -236,11 +251,44 @@ export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Cal
   return { info, public: allowed(deps, 'get', key, anonymous, resource) };
 }
 
-/** Opens the bytes of a resolved file (all, or one range). */
+/**
+ * A whole file, opened first and checked after: one store read instead of a metadata read and then a
+ * body read (on S3, a GetObject instead of a HeadObject and a GetObject). The rules see the metadata the
+ * store returned with the body, so the same decision as resolveFile's, with the same 404/403; a refused
+ * body is closed unread, so no byte of it is ever sent. Headers taken from `file.info` describe exactly
+ * the bytes of `body`.
+ */
+export async function openWholeFile(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+): Promise<{ file: ReadableFile; body: Readable }> {
+  fileKey(key);
+  const got = await store(() => deps.objects.get(key.key));
+  try {
+    const file = readAccess(deps, key, caller, got?.info);
+    if (!got) throw new AppError('NOT_FOUND');
+    return { file, body: got.body };
+  } catch (err) {
+    got?.body.destroy();
+    throw err;
+  }
+}
+
+/**
+ * Opens the bytes (all, or one range) of the version `info` describes. When the file has changed since
+ * `info` was read, rejects with ObjectChanged (backends/object-store.ts) rather than return bytes the
+ * caller's headers do not describe.
+ */
 export async function openFile(deps: StorageDeps, info: ObjectInfo, range?: ByteRange): Promise<Readable> {
-  const got = await store(() => deps.objects.get(info.key, range));
+  const got = await store(() => deps.objects.get(info.key, range, info));
   if (!got) throw new AppError('NOT_FOUND');
   return got.body;
+}
+
+/** The whole of the version `info` describes, in memory (small files only); ObjectChanged as openFile. */
+export async function readFileBytes(deps: StorageDeps, info: ObjectInfo): Promise<Buffer> {
+  return store(() => deps.objects.read(info.key, info));
 }
 
 /**

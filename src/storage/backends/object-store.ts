@@ -14,6 +14,12 @@ export interface ObjectInfo {
   contentType: string;
   /** The per-file access token (HBP's `x-amz-meta-token`). */
   token: string;
+  /**
+   * Names this exact version inside the store, when the store has such a name (fs: the data file, which
+   * is never rewritten in place). Opaque; never sent to clients. `get` with `expect` uses it to open the
+   * version without reading the metadata again.
+   */
+  version?: string;
 }
 
 export interface PutOptions {
@@ -32,6 +38,14 @@ export class StoreUnavailable extends Error {
   override name = 'StoreUnavailable';
 }
 
+/**
+ * `get` with `expect`: the object is no longer the version the caller described (it was overwritten or
+ * deleted since). Nothing of the newer version has been read.
+ */
+export class ObjectChanged extends Error {
+  override name = 'ObjectChanged';
+}
+
 export interface ObjectStore {
   readonly kind: 'fs' | 's3';
   /** Creates the folder or bucket when missing. */
@@ -43,7 +57,22 @@ export interface ObjectStore {
    * is left behind: no object, no partial object, no temporary file, and an older version stays intact.
    */
   put(key: string, body: Readable, opts: PutOptions): Promise<ObjectInfo>;
-  get(key: string, range?: ByteRange): Promise<{ info: ObjectInfo; body: Readable } | undefined>;
+  /**
+   * The object's metadata and bytes (all, or one range), of one and the same version: the metadata
+   * always describes the bytes of the body returned with it. With `expect` (an ObjectInfo this store
+   * returned earlier), only that version is opened; when the object has changed since, it rejects with
+   * ObjectChanged, so headers taken from `expect` can never go out with another version's bytes.
+   */
+  get(
+    key: string,
+    range?: ByteRange,
+    expect?: ObjectInfo,
+  ): Promise<{ info: ObjectInfo; body: Readable } | undefined>;
+  /**
+   * The whole of the version `expect` describes, in one buffer: for small objects read ahead (zips).
+   * Rejects with ObjectChanged as `get` does.
+   */
+  read(key: string, expect: ObjectInfo): Promise<Buffer>;
   /** False when there was nothing to delete. */
   delete(key: string): Promise<boolean>;
   /** Replaces the file token, keeping bytes and content type. Undefined when the object is missing. */

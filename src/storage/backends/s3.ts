@@ -17,7 +17,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import type { ByteRange, ObjectInfo, ObjectStore, PutOptions } from './object-store.ts';
-import { StoreUnavailable } from './object-store.ts';
+import { ObjectChanged, StoreUnavailable } from './object-store.ts';
 
 export interface S3Settings {
   endpoint: string;
@@ -67,6 +67,11 @@ function isNetwork(err: unknown): boolean {
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+function isPreconditionFailed(err: unknown): boolean {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e.name === 'PreconditionFailed' || e.$metadata?.httpStatusCode === 412;
 }
 
 function isNotFound(err: unknown): boolean {
@@ -190,24 +195,49 @@ export class S3ObjectStore implements ObjectStore {
     return info;
   }
 
-  async get(key: string, range?: ByteRange): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
-    return this.call(async () => {
+  async get(
+    key: string,
+    range?: ByteRange,
+    expect?: ObjectInfo,
+  ): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
+    const out = await this.call(async () => {
       try {
-        const out = await this.client.send(
+        return await this.client.send(
           new GetObjectCommand({
             Bucket: this.bucket,
             Key: key,
             Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+            // S3 answers 412 instead of another version's bytes.
+            IfMatch: expect?.etag,
           }),
         );
-        const total = /\/(\d+)$/.exec(out.ContentRange ?? '')?.[1];
-        const info = this.toInfo(key, { ...out, ContentLength: total ? Number(total) : out.ContentLength });
-        return { info, body: out.Body as Readable };
       } catch (err) {
+        if (expect && (isNotFound(err) || isPreconditionFailed(err)))
+          throw new ObjectChanged(`${key} changed since its metadata was read`, { cause: err });
         if (isNotFound(err)) return undefined;
         throw err;
       }
     });
+    if (!out) return undefined;
+    const body = out.Body as Readable;
+    const total = /\/(\d+)$/.exec(out.ContentRange ?? '')?.[1];
+    const info = this.toInfo(key, { ...out, ContentLength: total ? Number(total) : out.ContentLength });
+    // Some S3-compatible servers (s3rver among them) ignore If-Match on GET: check the answer as well.
+    if (expect && info.etag !== expect.etag) {
+      body.destroy();
+      throw new ObjectChanged(`${key} changed since its metadata was read`);
+    }
+    return { info, body };
+  }
+
+  async read(key: string, expect: ObjectInfo): Promise<Buffer> {
+    const got = await this.get(key, undefined, expect);
+    if (!got) throw new ObjectChanged(`${key} changed since its metadata was read`);
+    const chunks: Buffer[] = [];
+    await this.call(async () => {
+      for await (const c of got.body) chunks.push(c as Buffer);
+    });
+    return Buffer.concat(chunks);
   }
 
   async delete(key: string): Promise<boolean> {

@@ -45,11 +45,12 @@ export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext
       return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });
     }
     const image = imageParamsOf(request.query);
-    const file = await resolveFile(deps, key, caller);
-    // Access is settled here: a transformation of the bytes (images) plugs in between this and sending.
-    if (image && opts.ctx.storage)
+    if (image && opts.ctx.storage) {
+      // Access is settled here: a transformation of the bytes plugs in between this and sending.
+      const file = await resolveFile(deps, key, caller);
       return sendImage(opts.ctx.storage.images, deps, request, reply, file, image);
-    return sendFile(deps, request, reply, file);
+    }
+    return sendFile(deps, request, reply, key, caller);
   };
   app.get('/o/*', { schema, exposeHeadRoute: false }, handler);
   app.head(

@@ -136,7 +136,10 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
     let streamError: unknown;
     if (request.isMultipart()) file.stream.once('error', (err) => (streamError = err));
     const info = await uploadFile(deps, key, caller, file).catch((err: unknown) => {
-      const fromParser = err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message));
+      // Our own refusals (413, 403) also reach the part stream, as the reason it was stopped.
+      const fromParser =
+        !(err instanceof AppError) &&
+        (err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message)));
       throw request.isMultipart() && fromParser ? malformed(err) : err;
     });
     await opts.ctx.storage?.images.forget(key.key);
