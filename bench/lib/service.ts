@@ -57,7 +57,10 @@ export async function waitForHealth(url: string, child: ChildProcess, timeoutMs 
 export async function startService(env: Record<string, string>, entry = 'dist/main.js'): Promise<Service> {
   const port = await freePort();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-'));
-  const child = spawn(process.execPath, [entry], {
+  // BENCH_NODE_ARGS adds Node flags to the service, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it
+  // under a scenario's load (docs/performance.md).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, entry], {
     env: {
       PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',

@@ -224,8 +224,11 @@ export async function uploadFile(
 
 export interface ReadableFile {
   info: ObjectInfo;
-  /** Whether an anonymous caller without a token may read it (decides Cache-Control). */
-  public: boolean;
+  /**
+   * Whether an anonymous caller without a token may read it (decides Cache-Control). Worked out on first
+   * read: the metadata route never asks, and the second rule check was half of its rule cost.
+   */
+  readonly public: boolean;
 }
 
 /**
@@ -247,8 +250,22 @@ function readAccess(
   const resource = info ? toMetadata(info) : undefined;
   requireAllowed(deps, 'get', key, caller, resource);
   if (!info) throw new AppError('NOT_FOUND');
-  const anonymous: Caller = { method: caller.method, query: {}, auth: undefined, adminSecret: undefined };
-  return { info, public: allowed(deps, 'get', key, anonymous, resource) };
+  let isPublic: boolean | undefined;
+  return {
+    info,
+    get public() {
+      if (isPublic === undefined) {
+        const anonymous: Caller = {
+          method: caller.method,
+          query: {},
+          auth: undefined,
+          adminSecret: undefined,
+        };
+        isPublic = allowed(deps, 'get', key, anonymous, resource);
+      }
+      return isPublic;
+    },
+  };
 }
 
 /**
