@@ -9,11 +9,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { AppContext } from './context.ts';
-import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
+import { AppError } from './errors.ts';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
-import { installSecurity, NO_CACHE_HEADERS } from './http/security.ts';
+import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
 import { storageRoutes } from './storage/routes/index.ts';
 
@@ -40,6 +41,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
       : opts.logger
         ? { loggerInstance: opts.logger }
         : { logger: { level: config.LOG_LEVEL, redact: REDACT } };
+  const headers = securityHeaders(config);
   const app = Fastify({
     ...loggerOpts,
     bodyLimit: config.BODY_LIMIT,
@@ -51,8 +53,10 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     },
     requestIdHeader: false,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true },
-    return503OnClosing: true,
-    frameworkErrors,
+    // Requests that arrive while closing are refused by the hook below, with the usual headers and body.
+    return503OnClosing: false,
+    frameworkErrors: frameworkErrors(headers),
+    clientErrorHandler: clientErrorHandler(headers),
     forceCloseConnections: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -82,7 +86,24 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
       },
     },
   });
-  await installSecurity(app, config);
+  await installSecurity(app, config, headers);
+
+  // While the app closes (a graceful stop), requests that still arrive on open keep-alive connections are
+  // refused with 503 and `connection: close`. The hook runs after the security headers and CORS (so a
+  // browser can read the answer) and before anything that would use the services being closed.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_request, _reply, done) => {
+    if (!closing) return done();
+    done(
+      new AppError('SERVICE_UNAVAILABLE', 'The server is shutting down; retry the request.', {
+        headers: { connection: 'close' },
+      }),
+    );
+  });
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { ctx });
   await app.register(rateLimitPlugin, { ctx });

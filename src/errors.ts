@@ -13,10 +13,12 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, message: 'Not Found' },
   ROUTE_DISABLED: { status: 404, message: 'Not Found' },
   METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed.' },
+  REQUEST_TIMEOUT: { status: 408, message: 'The request did not arrive in time.' },
   URI_TOO_LONG: { status: 414, message: 'A path parameter of the request is too long.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is too large.' },
   RATE_LIMITED: { status: 429, message: 'You are being rate limited.' },
+  HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   INTERNAL: { status: 500, message: 'An internal server error occurred.' },
   SERVICE_UNAVAILABLE: { status: 503, message: 'A service this request needs is unavailable.' },
 

@@ -3,9 +3,13 @@
  * own status; framework errors (bad JSON, wrong content type, oversize body, schema failures) become 4xx
  * with a message; anything else is a 500 that shows no internals but carries the request id, and is logged.
  */
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS, type ErrorCode, errorBody } from '../errors.ts';
+import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
 
 /** The error body as a response schema, for routes to declare their 4xx/5xx answers in OpenAPI. */
@@ -47,6 +51,8 @@ function send(
   headers: Record<string, string> = {},
 ) {
   for (const [k, v] of Object.entries(headers)) reply.header(k, v);
+  // Routes get it from an onRequest hook already; routing errors never run the hooks.
+  reply.header('x-request-id', reply.request.id);
   const body = errorBody(status, code, message, status >= 500 ? String(reply.request.id) : undefined);
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
@@ -68,11 +74,56 @@ function frameworkMessage(fe: FastifyError, request: FastifyRequest): string {
 
 /**
  * Fastify's `frameworkErrors` option: errors raised while routing (a malformed percent-encoding, an
- * over-long path parameter), before any route or error handler runs.
+ * over-long path parameter), before any route, hook or error handler runs; so the security headers the
+ * onRequest hook sets on every other answer are set here.
  */
-export function frameworkErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  const code = FRAMEWORK_CODES[err.code] ?? 'BAD_REQUEST';
-  return send(reply, ERRORS[code].status, code, frameworkMessage(err, request));
+export function frameworkErrors(securityHeaders: SecurityHeaders) {
+  return (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    setSecurityHeaders(reply.raw, securityHeaders);
+    const code = FRAMEWORK_CODES[err.code] ?? 'BAD_REQUEST';
+    return send(reply, ERRORS[code].status, code, frameworkMessage(err, request));
+  };
+}
+
+/** What a client error (Node's `clientError`) is answered with. */
+function clientErrorAnswer(errCode: string | undefined): { code: ErrorCode; message: string } {
+  if (errCode === 'HPE_HEADER_OVERFLOW')
+    return { code: 'HEADERS_TOO_LARGE', message: ERRORS.HEADERS_TOO_LARGE.message };
+  if (errCode === 'ERR_HTTP_REQUEST_TIMEOUT')
+    return { code: 'REQUEST_TIMEOUT', message: ERRORS.REQUEST_TIMEOUT.message };
+  return { code: 'BAD_REQUEST', message: 'The request is not valid HTTP.' };
+}
+
+/**
+ * Fastify's `clientErrorHandler` option: a request Node's HTTP parser refused (a malformed request line
+ * or header, headers over the size limit, a request that did not arrive within the timeouts). There is no
+ * request or reply, so the answer is written to the socket by hand: the error body, the security headers
+ * and a fresh x-request-id, then the connection is closed. The guards are Node's and Fastify's own.
+ */
+export function clientErrorHandler(securityHeaders: SecurityHeaders) {
+  return function onClientError(this: FastifyInstance, err: Error & { code?: string }, socket: Duplex): void {
+    // A reset connection is already gone, and a destroyed one has nobody to answer.
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const { code, message } = clientErrorAnswer(err.code);
+    const status = ERRORS[code].status;
+    const requestId = randomUUID();
+    // err.rawPacket (the bytes received) is not logged: it may hold credentials.
+    this.log.debug({ err: { code: err.code, message: err.message }, requestId, status }, 'client error');
+    // A response already under way on this connection (keep-alive) must not be interleaved with ours.
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (socket.writable && !inFlight?.headersSent) {
+      const body = JSON.stringify(errorBody(status, code, message));
+      let head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n`;
+      for (const [name, value] of securityHeaders) head += `${name}: ${value}\r\n`;
+      head +=
+        `x-request-id: ${requestId}\r\n` +
+        'content-type: application/json; charset=utf-8\r\n' +
+        `content-length: ${Buffer.byteLength(body)}\r\n` +
+        'Connection: close\r\n\r\n';
+      socket.write(head + body);
+    }
+    socket.destroy(err);
+  };
 }
 
 export function installErrorHandling(app: FastifyInstance): void {

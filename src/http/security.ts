@@ -2,6 +2,7 @@
  * Response headers every answer carries, and CORS. CORS reflects only allowed origins (HBP reflected any
  * origin with credentials, so any site could act as a signed-in user).
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import helmet from 'helmet';
@@ -37,10 +38,18 @@ export function originMatcher(patterns: readonly string[]): (origin: string) => 
 
 const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;
 
-export async function installSecurity(app: FastifyInstance, config: Config): Promise<void> {
-  // helmet's middleware, built once: @fastify/helmet rebuilt it (parsing the CSP directives again) on
-  // every request, a tenth of a metadata request's CPU. The headers are the same, set the same way.
-  const securityHeaders = helmet({
+/** Response headers as `[name, value]` pairs, names spelled as helmet spells them. */
+export type SecurityHeaders = ReadonlyArray<readonly [string, string]>;
+
+/**
+ * helmet's headers for this configuration, computed once. Its middleware is run a single time against a
+ * stand-in response that records what it sets: every header it sets here is a constant (no directive
+ * depends on the request), so setting the list on each answer sends the same bytes as running helmet on
+ * each request, without a middleware chain per request. helmet's only other action, removing
+ * X-Powered-By, has nothing to remove: neither Fastify nor Node sets that header.
+ */
+export function securityHeaders(config: Config): SecurityHeaders {
+  const middleware = helmet({
     // An API answers JSON and files; nothing it sends should run scripts or be framed.
     contentSecurityPolicy: {
       useDefaults: false,
@@ -49,12 +58,44 @@ export async function installSecurity(app: FastifyInstance, config: Config): Pro
     crossOriginResourcePolicy: { policy: 'cross-origin' },
     hsts: config.isProduction ? { maxAge: 15552000, includeSubDomains: true } : false,
   });
-  const failed = (err?: unknown) => {
-    // helmet's middlewares only set headers and never call back with an error.
-    if (err) throw err;
+  const headers: [string, string][] = [];
+  const recorder = {
+    setHeader(name: string, value: unknown) {
+      const lower = name.toLowerCase();
+      const at = headers.findIndex(([n]) => n.toLowerCase() === lower);
+      if (at >= 0) headers.splice(at, 1);
+      headers.push([name, String(value)]);
+    },
+    removeHeader() {},
   };
-  app.addHook('onRequest', (request, reply, done) => {
-    securityHeaders(request.raw, reply.raw, failed);
+  let finished = false;
+  middleware({} as IncomingMessage, recorder as unknown as ServerResponse, (err?: unknown) => {
+    if (err) throw err;
+    finished = true;
+  });
+  // helmet's middlewares are synchronous; a later version that is not would leave the list incomplete.
+  if (!finished) throw new Error('helmet did not finish synchronously; securityHeaders needs revisiting');
+  return Object.freeze(headers.map(([n, v]) => Object.freeze([n, v] as const)));
+}
+
+/** Sets the headers on a response that has not started yet. */
+export function setSecurityHeaders(res: ServerResponse, headers: SecurityHeaders): void {
+  for (const [name, value] of headers) res.setHeader(name, value);
+}
+
+/**
+ * The security headers on every answer that goes through a route (404s included) and CORS. Answers
+ * that never reach a route (routing errors, malformed HTTP) get the same headers from the error
+ * handlers in `error-handler.ts`.
+ */
+export async function installSecurity(
+  app: FastifyInstance,
+  config: Config,
+  headers: SecurityHeaders = securityHeaders(config),
+): Promise<void> {
+  // Set on the raw response, as helmet did, so that the header names keep helmet's spelling on the wire.
+  app.addHook('onRequest', (_request, reply, done) => {
+    setSecurityHeaders(reply.raw, headers);
     done();
   });
 
