@@ -411,6 +411,12 @@ const SETTINGS = {
     'Threads that hash and check passwords (0: one per CPU core). They run at a lower CPU priority than request handling (nice 10), so requests are served first and logins share what is left.',
     { min: 0, max: 64 },
   ),
+  PASSWORD_HASH_QUEUE: int(
+    REG,
+    0,
+    'Password checks and hashes allowed to wait for a hashing thread (0: 64 per thread). Beyond that, login, registration and password changes get 503 `PASSWORD_HASHING_BUSY` with `Retry-After` at once instead of queueing.',
+    { min: 0 },
+  ),
 
   // --- tokens and sessions ---
   JWT_KEY: str(

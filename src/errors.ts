@@ -5,6 +5,13 @@
  */
 import { STATUS_CODES } from 'node:http';
 
+interface ErrorSpec {
+  status: number;
+  message: string;
+  /** `warn`: a 5xx that is a deliberate refusal, not a fault (see logLevelOf). */
+  logLevel?: 'warn';
+}
+
 export const ERRORS = {
   // generic HTTP
   BAD_REQUEST: { status: 400, message: 'Bad request.' },
@@ -35,6 +42,11 @@ export const ERRORS = {
   ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },
   ACCOUNT_NOT_FOUND: { status: 400, message: 'Account does not exist.' },
   PASSWORD_TOO_WEAK: { status: 400, message: 'Password is too weak.' },
+  PASSWORD_HASHING_BUSY: {
+    status: 503,
+    message: 'The server is busy checking passwords; try again shortly.',
+    logLevel: 'warn',
+  },
   PASSWORD_CHECK_UNAVAILABLE: {
     status: 503,
     message: 'The password breach check is unavailable; try again later.',
@@ -57,7 +69,11 @@ export const ERRORS = {
     status: 503,
     message: 'The email could not be sent; nothing was changed. Try again later.',
   },
-  EMAILS_DISABLED: { status: 503, message: 'This server does not send emails (EMAILS_ENABLED is false).' },
+  EMAILS_DISABLED: {
+    status: 503,
+    message: 'This server does not send emails (EMAILS_ENABLED is false).',
+    logLevel: 'warn',
+  },
 
   // storage
   FORBIDDEN: { status: 403, message: 'Forbidden' },
@@ -75,10 +91,22 @@ export const ERRORS = {
   IMAGE_QUEUE_FULL: {
     status: 503,
     message: 'Too many image transformations are waiting; try again shortly.',
+    logLevel: 'warn',
   },
-} as const satisfies Record<string, { status: number; message: string }>;
+} as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
+
+/**
+ * How the error handler logs an AppError: 5xx at `error` (something is wrong with the server), unless
+ * its entry says `warn` — a deliberate refusal (load shedding, a feature turned off) that needs no one
+ * woken up; below 500, not at all (the client's mistake).
+ */
+export function logLevelOf(code: ErrorCode): 'error' | 'warn' | undefined {
+  const spec: ErrorSpec = ERRORS[code];
+  if (spec.status < 500) return undefined;
+  return spec.logLevel ?? 'error';
+}
 
 export class AppError extends Error {
   readonly statusCode: number;

@@ -28,6 +28,7 @@ import {
   checkLoginPassword,
   hashKind,
   hashPassword,
+  isHashingBusy,
   needsRehash,
   verifyPassword,
 } from './passwords.ts';
@@ -228,7 +229,11 @@ function hashKindsInUse(ctx: AppContext): Promise<string[]> {
   return kinds;
 }
 
-/** Verifies a password against an account (or a dummy when there is none); replaces outdated hashes. */
+/**
+ * Verifies a password against an account (or a dummy when there is none); replaces outdated hashes. A
+ * full hashing queue answers 503 PASSWORD_HASHING_BUSY whether or not the account exists; a rehash that
+ * finds it full waits for a later sign-in instead of failing this one.
+ */
 async function checkPassword(
   ctx: AppContext,
   account: AccountRow | undefined,
@@ -239,7 +244,14 @@ async function checkPassword(
     throw new AppError('INVALID_CREDENTIALS');
   }
   if (account && stored !== null && needsRehash(ctx.config, stored)) {
-    await upgradePasswordHash(ctx.db, account.id, stored, await hashPassword(ctx.config, password));
+    let fresh: string;
+    try {
+      fresh = await hashPassword(ctx.config, password);
+    } catch (err) {
+      if (isHashingBusy(err)) return;
+      throw err;
+    }
+    await upgradePasswordHash(ctx.db, account.id, stored, fresh);
   }
 }
 
@@ -297,7 +309,7 @@ export async function changePassword(
   const account = await callerAccount(ctx, userId);
   if (account.password_hash !== null) {
     if (input.oldPassword === undefined) throw new AppError('VALIDATION', '"old_password" is required');
-    if (!(await verifyPassword(account.password_hash, input.oldPassword))) {
+    if (!(await verifyPassword(ctx.config, account.password_hash, input.oldPassword))) {
       throw new AppError('INCORRECT_PASSWORD');
     }
   }

@@ -5,9 +5,14 @@
  * where it would make file I/O, JWT signing and image work wait behind it.
  *
  * Failed logins cost the same whatever the account's state (see `checkLoginPassword`).
+ *
+ * The pool's waiting line is bounded (PASSWORD_HASH_QUEUE): past it, a job is refused at once with 503
+ * PASSWORD_HASHING_BUSY and a `Retry-After` estimated from measured job durations, rather than making
+ * every caller of a flood wait seconds while memory grows. Callers let that error through as it is.
  */
 import { createHash } from 'node:crypto';
 import { availableParallelism } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
@@ -40,32 +45,87 @@ const ARGON2_VERSIONS: Record<string, number> = { '16': 0, '19': 1 }; // Version
  */
 const HASH_THREAD_NICE = 10;
 
+/** Jobs allowed to wait per hashing thread when PASSWORD_HASH_QUEUE is 0 (automatic). */
+export const AUTO_QUEUE_PER_THREAD = 64;
+
+/** Weight of the newest job in the moving average of job durations (about the last ten jobs count). */
+const DURATION_WEIGHT = 0.2;
+
+/**
+ * Seconds (whole, at least 1) until a job refused now would find room: the jobs ahead of it, waiting
+ * and running, shared out over the threads at the measured mean duration of a job.
+ */
+export function retryAfterSeconds(waiting: number, running: number, meanMs: number, threads: number): number {
+  const ms = ((waiting + running) * meanMs) / Math.max(1, threads);
+  return Number.isFinite(ms) ? Math.max(1, Math.ceil(ms / 1000)) : 1;
+}
+
+/** The refusal of a job that found the waiting line full (503 with Retry-After). */
+export function hashingBusy(retryAfter: number): AppError {
+  return new AppError('PASSWORD_HASHING_BUSY', undefined, { headers: { 'retry-after': String(retryAfter) } });
+}
+
+/** True for the refusal of a full hashing queue, which every caller passes on untouched. */
+export function isHashingBusy(err: unknown): err is AppError {
+  return err instanceof AppError && err.code === 'PASSWORD_HASHING_BUSY';
+}
+
 interface Pending {
   id: number;
   job: HashJob;
   resolve(value: string | boolean): void;
   reject(err: Error): void;
+  /** performance.now() when a thread took the job. */
+  startedAt?: number;
 }
 
 /**
  * A fixed set of hashing threads with one FIFO queue: each thread runs one job at a time, so a job never
  * waits behind another thread's backlog. Threads are unreferenced while idle (an idle pool does not keep
- * the process alive) and replaced if one dies.
+ * the process alive) and replaced if one dies. At most `maxWaiting` jobs (given per job, from the
+ * caller's configuration) wait for a thread; one more is refused at once (PASSWORD_HASHING_BUSY).
  */
-class HashPool {
+export class HashPool {
   private readonly idle: Worker[] = [];
   private readonly running = new Map<Worker, Pending>();
   private readonly queue: Pending[] = [];
   private nextId = 1;
   private started = 0;
+  /** Moving average of how long a thread spends on a job, in ms; undefined until one finishes. */
+  private meanMs: number | undefined;
 
   constructor(readonly size: number) {}
 
-  run(job: HashJob): Promise<string | boolean> {
+  /** Jobs waiting for a thread and jobs running now. */
+  get stats(): { waiting: number; running: number; meanMs: number | undefined } {
+    return { waiting: this.queue.length, running: this.running.size, meanMs: this.meanMs };
+  }
+
+  run(job: HashJob, maxWaiting: number = AUTO_QUEUE_PER_THREAD * this.size): Promise<string | boolean> {
+    const threadFree = this.idle.length > 0 || this.started < this.size;
+    if (!threadFree && this.queue.length >= maxWaiting) {
+      return Promise.reject(hashingBusy(this.retryAfter()));
+    }
     return new Promise((resolve, reject) => {
       this.queue.push({ id: this.nextId++, job, resolve, reject });
       this.dispatch();
     });
+  }
+
+  /** Retry-After for a job refused now (see retryAfterSeconds). */
+  retryAfter(): number {
+    let mean = this.meanMs;
+    if (mean === undefined) {
+      // Nothing has finished yet: the oldest running job has taken at least this long.
+      const now = performance.now();
+      mean = 0;
+      for (const p of this.running.values()) mean = Math.max(mean, now - (p.startedAt ?? now));
+    }
+    return retryAfterSeconds(this.queue.length, this.running.size, mean, this.size);
+  }
+
+  private measured(ms: number): void {
+    this.meanMs = this.meanMs === undefined ? ms : this.meanMs + DURATION_WEIGHT * (ms - this.meanMs);
   }
 
   private dispatch(): void {
@@ -73,6 +133,7 @@ class HashPool {
       const worker = this.idle.pop() ?? (this.started < this.size ? this.spawn() : undefined);
       if (!worker) return;
       const next = this.queue.shift() as Pending;
+      next.startedAt = performance.now();
       this.running.set(worker, next);
       worker.ref();
       worker.postMessage({ id: next.id, job: next.job });
@@ -88,6 +149,7 @@ class HashPool {
       const job = this.running.get(worker);
       if (!job || job.id !== reply.id) return;
       this.running.delete(worker);
+      if (job.startedAt !== undefined) this.measured(performance.now() - job.startedAt);
       worker.unref();
       this.idle.push(worker);
       if (reply.ok) job.resolve(reply.value);
@@ -109,12 +171,18 @@ class HashPool {
   }
 }
 
+type PoolConfig = Pick<Config, 'PASSWORD_HASH_THREADS' | 'PASSWORD_HASH_QUEUE'>;
+
 let pool: HashPool | undefined;
 
-/** The process-wide hashing pool, sized by the first configuration that asks (PASSWORD_HASH_THREADS). */
-function hashPool(config?: Pick<Config, 'PASSWORD_HASH_THREADS'>): HashPool {
-  pool ??= new HashPool(config?.PASSWORD_HASH_THREADS || availableParallelism());
-  return pool;
+/**
+ * Runs `job` on the process-wide hashing pool, sized by the first configuration that asks
+ * (PASSWORD_HASH_THREADS); the waiting line is bounded by the asking configuration's
+ * PASSWORD_HASH_QUEUE (0: AUTO_QUEUE_PER_THREAD per thread). Rejects with PASSWORD_HASHING_BUSY when full.
+ */
+function runHashJob(config: PoolConfig, job: HashJob): Promise<string | boolean> {
+  pool ??= new HashPool(config.PASSWORD_HASH_THREADS || availableParallelism());
+  return pool.run(job, config.PASSWORD_HASH_QUEUE || AUTO_QUEUE_PER_THREAD * pool.size);
 }
 
 /**
@@ -154,11 +222,8 @@ function hashJob(kind: string, password: string): HashJob | undefined {
   };
 }
 
-export async function hashPassword(
-  config: ArgonConfig & Pick<Config, 'PASSWORD_HASH_THREADS'>,
-  password: string,
-): Promise<string> {
-  return (await hashPool(config).run(hashJob(configuredKind(config), password) as HashJob)) as string;
+export async function hashPassword(config: ArgonConfig & PoolConfig, password: string): Promise<string> {
+  return (await runHashJob(config, hashJob(configuredKind(config), password) as HashJob)) as string;
 }
 
 /** True when a stored hash should be replaced: bcrypt, or argon2 of another kind than configured. */
@@ -185,44 +250,41 @@ function notify(kind: string, dummy: boolean): void {
   for (const fn of observers) fn({ kind, dummy });
 }
 
-export async function verifyPassword(stored: string, password: string): Promise<boolean> {
+export async function verifyPassword(config: PoolConfig, stored: string, password: string): Promise<boolean> {
   const kind = hashKind(stored);
   // A malformed stored hash never matches.
   if (kind === undefined) return false;
   notify(kind, false);
-  return (await hashPool().run({ op: 'verify', stored, password })) === true;
+  return (await runHashJob(config, { op: 'verify', stored, password })) === true;
 }
 
 const dummies = new Map<string, Promise<string | undefined>>();
 
 /** Spends what checking a password against a hash of `kind` costs, and fails. */
-async function verifyDummyOfKind(
-  config: Pick<Config, 'PASSWORD_HASH_THREADS'>,
-  kind: string,
-  password: string,
-): Promise<void> {
+async function verifyDummyOfKind(config: PoolConfig, kind: string, password: string): Promise<void> {
   let dummy = dummies.get(kind);
   if (!dummy) {
     const job = hashJob(kind, 'gatehouse-dummy-password-for-timing');
-    dummy = job ? (hashPool(config).run(job) as Promise<string>) : Promise.resolve(undefined);
+    dummy = job ? (runHashJob(config, job) as Promise<string>) : Promise.resolve(undefined);
     dummy.catch(() => dummies.delete(kind));
     dummies.set(kind, dummy);
   }
-  // A kind no dummy can be made of (a cost out of range) fails just as fast when verified for real.
-  const stored = await dummy.catch(() => undefined);
+  // A kind no dummy can be made of (a cost out of range) fails just as fast when verified for real. A
+  // full queue is no such case: the caller gets the same 503 as for a real account, never a quick 401.
+  const stored = await dummy.catch((err: unknown) => {
+    if (isHashingBusy(err)) throw err;
+    return undefined;
+  });
   if (stored === undefined) return;
   notify(kind, true);
-  await hashPool(config).run({ op: 'verify', stored, password });
+  await runHashJob(config, { op: 'verify', stored, password });
 }
 
 /**
  * Spends the same time as checking a real password, for a caller whose email matched no account, and
  * always fails. The dummy hash uses the configured parameters, so the cost matches.
  */
-export async function verifyDummy(
-  config: ArgonConfig & Pick<Config, 'PASSWORD_HASH_THREADS'>,
-  password: string,
-): Promise<false> {
+export async function verifyDummy(config: ArgonConfig & PoolConfig, password: string): Promise<false> {
   await verifyDummyOfKind(config, configuredKind(config), password);
   return false;
 }
@@ -235,9 +297,10 @@ export async function verifyDummy(
  * account, on a legacy bcrypt account or on an account hashed with older ARGON2_* settings all take the
  * same work and answer in the same time. `kindsInUse` is asked only on failure (a success costs one
  * verification), and once no legacy hash is left a failure costs one argon2id verification again.
+ * A full hashing queue rejects with PASSWORD_HASHING_BUSY at any of these steps, for every account alike.
  */
 export async function checkLoginPassword(
-  config: ArgonConfig & Pick<Config, 'PASSWORD_HASH_THREADS'>,
+  config: ArgonConfig & PoolConfig,
   stored: string | null | undefined,
   password: string,
   kindsInUse: () => Promise<readonly string[]>,
@@ -245,7 +308,7 @@ export async function checkLoginPassword(
   const ownKind = stored ? hashKind(stored) : undefined;
   let spent: string;
   if (stored && ownKind) {
-    if (await verifyPassword(stored, password)) return true;
+    if (await verifyPassword(config, stored, password)) return true;
     spent = ownKind;
   } else {
     spent = configuredKind(config);

@@ -8,7 +8,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, ERRORS, type ErrorCode, errorBody } from '../errors.ts';
+import { AppError, ERRORS, type ErrorCode, errorBody, logLevelOf } from '../errors.ts';
 import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
 
@@ -129,7 +129,8 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
-      if (err.statusCode >= 500) request.log.error({ err, cause: err.cause }, err.message);
+      const level = logLevelOf(err.code);
+      if (level) request.log[level]({ err, cause: err.cause }, err.message);
       return send(reply, err.statusCode, err.code, err.message, err.headers);
     }
     const fe = err as FastifyError;

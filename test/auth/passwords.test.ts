@@ -17,6 +17,7 @@ const config = {
   ARGON2_TIME_COST: 1,
   ARGON2_PARALLELISM: 1,
   PASSWORD_HASH_THREADS: 2,
+  PASSWORD_HASH_QUEUE: 0,
 };
 
 describe('password hashing', () => {
@@ -24,8 +25,8 @@ describe('password hashing', () => {
     const h = await hashPassword(config, 'secret one');
     assert.equal(hashKind(h), configuredKind(config));
     assert.equal(hashKind(h), '$argon2id$v=19$m=1024,t=1,p=1');
-    assert.equal(await verifyPassword(h, 'secret one'), true);
-    assert.equal(await verifyPassword(h, 'secret two'), false);
+    assert.equal(await verifyPassword(config, h, 'secret one'), true);
+    assert.equal(await verifyPassword(config, h, 'secret two'), false);
     assert.equal(needsRehash(config, h), false);
     assert.equal(needsRehash({ ...config, ARGON2_TIME_COST: 2 }, h), true);
   });
@@ -33,21 +34,21 @@ describe('password hashing', () => {
   it('verifies HBP bcrypt hashes and marks them for rehash', async () => {
     const h = bcrypt.hashSync('hbp', 4);
     assert.equal(hashKind(h), 'bcrypt$04');
-    assert.equal(await verifyPassword(h, 'hbp'), true);
-    assert.equal(await verifyPassword(h, 'nope'), false);
+    assert.equal(await verifyPassword(config, h, 'hbp'), true);
+    assert.equal(await verifyPassword(config, h, 'nope'), false);
     assert.equal(needsRehash(config, h), true);
   });
 
   it('never matches a malformed or unknown stored hash', async () => {
     for (const h of ['', 'plain', '$argon2id$v=19$m=1024,t=1,p=1$bad', '$2a$04$short', '$scrypt$x']) {
-      assert.equal(await verifyPassword(h, 'plain'), false, h);
+      assert.equal(await verifyPassword(config, h, 'plain'), false, h);
     }
     assert.equal(needsRehash(config, 'plain'), false);
   });
 
   it('queues more jobs than threads and answers each one', async () => {
     const hashes = await Promise.all(Array.from({ length: 7 }, (_, i) => hashPassword(config, `pw${i}`)));
-    const checks = await Promise.all(hashes.map((h, i) => verifyPassword(h, `pw${i}`)));
+    const checks = await Promise.all(hashes.map((h, i) => verifyPassword(config, h, `pw${i}`)));
     assert.deepEqual(checks, Array(7).fill(true));
     assert.equal(await verifyDummy(config, 'anything'), false);
   });
