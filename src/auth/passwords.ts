@@ -18,7 +18,7 @@ import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 
 /** Work for a hashing thread (password-worker.mjs). */
-type HashJob =
+export type HashJob =
   | { op: 'verify'; stored: string; password: string }
   | {
       op: 'argon2-hash';
