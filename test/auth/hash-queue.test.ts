@@ -13,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import bcrypt from 'bcryptjs';
 import Fastify, { type FastifyBaseLogger, type LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
+import { findAccountByEmail } from '../../src/auth/accounts-store.ts';
 import {
   checkLoginPassword,
   configuredKind,
@@ -26,6 +27,7 @@ import {
   verifyDummy,
   verifyPassword,
 } from '../../src/auth/passwords.ts';
+import { issueTicket } from '../../src/auth/tickets-store.ts';
 import { AppError, logLevelOf } from '../../src/errors.ts';
 import { installErrorHandling } from '../../src/http/error-handler.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
@@ -206,7 +208,12 @@ for (const kind of dbKinds()) {
   describe(`password hashing queue over HTTP [${kind}]`, () => {
     let t: TestApp;
     before(async () => {
-      t = await buildTestApp(kind, { ...HS, RATE_LIMIT_ENABLED: false, ...CHEAP });
+      t = await buildTestApp(kind, {
+        ...HS,
+        RATE_LIMIT_ENABLED: false,
+        LOST_PASSWORD_ENABLED: true,
+        ...CHEAP,
+      });
     });
     after(() => t.close());
 
@@ -278,6 +285,29 @@ for (const kind of dbKinds()) {
       assertBusy(res);
       assert.equal((await login(t, { email: s.email, password: s.password })).statusCode, 200);
       assert.equal((await login(t, { email: s.email, password: 'brand new password' })).statusCode, 401);
+    });
+
+    it('refuses a password reset with 503 and leaves its ticket usable', async () => {
+      const s = await signUp(t);
+      const account = await findAccountByEmail(t.ctx.db, s.email);
+      assert.ok(account);
+      const { ticket } = await issueTicket(t.ctx.db, t.config, t.clock.now(), {
+        accountId: account.id,
+        purpose: 'password-reset',
+      });
+      const reset = () =>
+        t.app.inject({
+          method: 'POST',
+          url: '/auth/change-password/change',
+          payload: { ticket, new_password: 'reset password' },
+        });
+      const full = saturate();
+      const res = await reset();
+      await full;
+      assertBusy(res);
+      assert.equal((await login(t, { email: s.email, password: s.password })).statusCode, 200);
+      assert.equal((await reset()).statusCode, 204, 'the ticket was not used up by the refusal');
+      assert.equal((await login(t, { email: s.email, password: 'reset password' })).statusCode, 200);
     });
 
     // Last: it leaves a bcrypt kind in the cached list of kinds in use.
