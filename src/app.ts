@@ -99,7 +99,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   app.addHook('onRequest', (_request, _reply, done) => {
     if (!closing) return done();
     done(
-      new AppError('SERVICE_UNAVAILABLE', 'The server is shutting down; retry the request.', {
+      new AppError('SHUTTING_DOWN', undefined, {
         headers: { connection: 'close' },
       }),
     );

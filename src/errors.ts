@@ -28,6 +28,11 @@ export const ERRORS = {
   HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   INTERNAL: { status: 500, message: 'An internal server error occurred.' },
   SERVICE_UNAVAILABLE: { status: 503, message: 'A service this request needs is unavailable.' },
+  SHUTTING_DOWN: {
+    status: 503,
+    message: 'The server is shutting down; retry the request.',
+    logLevel: 'warn',
+  },
 
   // auth
   UNAUTHENTICATED: { status: 401, message: 'Not logged in' },

@@ -166,6 +166,7 @@ describe('refusals in the log', () => {
     assert.equal(logLevelOf('PASSWORD_HASHING_BUSY'), 'warn');
     assert.equal(logLevelOf('IMAGE_QUEUE_FULL'), 'warn');
     assert.equal(logLevelOf('EMAILS_DISABLED'), 'warn');
+    assert.equal(logLevelOf('SHUTTING_DOWN'), 'warn');
     assert.equal(logLevelOf('SERVICE_UNAVAILABLE'), 'error');
     assert.equal(logLevelOf('PASSWORD_CHECK_UNAVAILABLE'), 'error');
     assert.equal(logLevelOf('INVALID_CREDENTIALS'), undefined);

@@ -280,7 +280,7 @@ describe('clientErrorHandler on its own', () => {
 });
 
 describe('requests arriving while the app closes', () => {
-  it('get 503 SERVICE_UNAVAILABLE with the error body, the headers and connection: close', async () => {
+  it('get 503 SHUTTING_DOWN with the error body, the headers and connection: close', async () => {
     let started!: () => void;
     const startedP = new Promise<void>((r) => {
       started = r;
@@ -336,7 +336,7 @@ describe('requests arriving while the app closes', () => {
         statusCode: 503,
         error: 'Service Unavailable',
         message: 'The server is shutting down; retry the request.',
-        code: 'SERVICE_UNAVAILABLE',
+        code: 'SHUTTING_DOWN',
         requestId: 'late-1',
       });
       assert.equal(second.status, 503);
