@@ -6,8 +6,8 @@ const chunks: Buffer[] = [];
 for await (const c of process.stdin) chunks.push(c as Buffer);
 const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as LoadSpec;
 
-type Ctx = { token?: string };
-let nextToken = 0;
+/** The first answer that was not a 200 in a refresh chain, to say what went wrong. */
+let firstFailure: string | undefined;
 
 const opts: autocannon.Options = {
   url: spec.url,
@@ -20,20 +20,23 @@ const opts: autocannon.Options = {
   overallRate: spec.rate,
 };
 if (spec.refreshTokens) {
-  const tokens = spec.refreshTokens;
+  // One rotation chain per connection. autocannon clears a request's context before every request when
+  // the sequence has one entry, so the chains' current tokens live here instead: a connection takes a
+  // token when it sends and puts the successor back when the answer arrives. With as many tokens as
+  // connections and one request in flight per connection, a token is always free, and every request
+  // presents a token that has never been used, so each one is a real rotation (never the reuse grace).
+  const free = [...spec.refreshTokens];
   const base = new URL(spec.url);
   opts.requests = [
     {
-      setupRequest: (req: autocannon.Request, context: Ctx) => {
-        context.token ??= tokens[nextToken++ % tokens.length];
-        return {
-          ...req,
-          method: 'GET',
-          path: `${base.pathname}?refresh_token=${encodeURIComponent(context.token ?? '')}`,
-        };
-      },
-      onResponse: (status: number, body: string, context: Ctx) => {
-        if (status === 200) context.token = (JSON.parse(body) as { refresh_token: string }).refresh_token;
+      setupRequest: (req: autocannon.Request) => ({
+        ...req,
+        method: 'GET',
+        path: `${base.pathname}?refresh_token=${encodeURIComponent(free.shift() ?? '')}`,
+      }),
+      onResponse: (status: number, body: string) => {
+        if (status === 200) free.push((JSON.parse(body) as { refresh_token: string }).refresh_token);
+        else firstFailure ??= `${status} ${body.slice(0, 300)}`;
       },
     } as autocannon.Request,
   ];
@@ -50,5 +53,9 @@ const result: LoadResult = {
   errors: r.errors + r.timeouts,
   non2xx: r.non2xx,
   durationS: r.duration,
+  statusCodes: Object.fromEntries(
+    Object.entries(r.statusCodeStats ?? {}).map(([code, s]) => [code, (s as { count: number }).count]),
+  ),
+  ...(firstFailure ? { firstFailure } : {}),
 };
 process.stdout.write(JSON.stringify(result));

@@ -33,6 +33,10 @@ export interface LoadResult {
   errors: number;
   non2xx: number;
   durationS: number;
+  /** Answers per HTTP status. */
+  statusCodes: Record<string, number>;
+  /** Refresh chains: status and body of the first answer that was not a 200. */
+  firstFailure?: string;
 }
 
 const WORKER = fileURLToPath(new URL('./load-worker.ts', import.meta.url));

@@ -119,14 +119,26 @@ export const refreshScenarios: Scenario = {
           refreshTokens: tokens,
         });
         if (load.non2xx > 0 || load.errors > 0)
-          throw new Error(`refresh load had ${load.non2xx} non-2xx and ${load.errors} errors`);
+          throw new Error(
+            `refresh load had ${load.non2xx} non-2xx and ${load.errors} errors: ${JSON.stringify(load.statusCodes)}; first: ${load.firstFailure ?? 'none'}`,
+          );
         await svc.stop();
         const probe = openPostgres(dbUrl, 1);
         const { rows: acc } = await probe.query<{ id: string }>(
           'bench-account',
           'SELECT id FROM auth.accounts LIMIT 1',
         );
+        // Every answered refresh must have been a rotation (not a sibling issued under the reuse grace):
+        // the load would otherwise measure a cheaper path than the baseline's statements.
+        const { rows: counted } = await probe.query<{ rotated: string }>(
+          'bench-rotated',
+          'SELECT count(*) AS rotated FROM auth.session_tokens WHERE rotated_at IS NOT NULL',
+        );
         await probe.close();
+        const rotated = Number(counted[0]?.rotated ?? 0);
+        const answered = load.statusCodes['200'] ?? 0;
+        if (rotated < answered)
+          throw new Error(`refresh load: ${answered} answers but only ${rotated} rotations`);
         env.log(`SQL baseline for ${alg}`);
         const base = await sqlBaseline(dbUrl, acc[0]?.id ?? '', env.durationS);
         rows.push(
