@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { loadProfile } from '../../src/auth/accounts-store.ts';
-import { findSessionToken, insertSessionToken, markRotated } from '../../src/auth/sessions-store.ts';
+import { findSessionToken, insertSessionToken, rotateSessionToken } from '../../src/auth/sessions-store.ts';
 import { openPostgres } from '../../src/db/database.ts';
 import type { BenchEnv, Scenario } from '../lib/env.ts';
 import { runLoad } from '../lib/load.ts';
@@ -65,17 +65,15 @@ async function sqlBaseline(dbUrl: string, accountId: string, durationS: number):
           if (!found) throw new Error('baseline token vanished');
           await loadProfile(db, found.account_id);
           const next = sha256Hex(randomBytes(32).toString('base64url'));
-          await db.transaction(async (tx) => {
-            await markRotated(tx, hash, now);
-            // Also drops the account's expired tokens, as the service's insert does.
-            await insertSessionToken(tx, {
-              tokenHash: next,
-              familyId,
-              accountId,
-              createdAt: now,
-              expiresAt: expires,
-            });
+          // Also drops the account's expired tokens, as the service's rotation does.
+          const rotated = await rotateSessionToken(db, hash, {
+            tokenHash: next,
+            familyId,
+            accountId,
+            createdAt: now,
+            expiresAt: expires,
           });
+          if (!rotated) throw new Error('baseline token was already rotated');
           hash = next;
           done++;
         }

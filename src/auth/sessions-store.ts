@@ -54,12 +54,30 @@ export async function findSessionToken(
   };
 }
 
-/** Marks a token rotated; false when another request rotated it first (the caller lost the race). */
-export async function markRotated(db: Queryable, tokenHash: string, now: Date): Promise<boolean> {
+/**
+ * Rotates a token in one statement: marks `presentedHash` rotated, stores its successor `next` and drops
+ * the account's expired tokens, all or nothing; false (and nothing written) when the presented token was
+ * already rotated, by a racing request or earlier. One round trip where a transaction around an
+ * update and an insert takes four.
+ */
+export async function rotateSessionToken(
+  db: Queryable,
+  presentedHash: string,
+  next: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date },
+): Promise<boolean> {
   const { rowCount } = await db.query(
-    'MarkSessionTokenRotated',
-    'UPDATE auth.session_tokens SET rotated_at = $2 WHERE token_hash = $1 AND rotated_at IS NULL',
-    [tokenHash, now],
+    'RotateSessionToken',
+    `WITH rotated AS (
+       UPDATE auth.session_tokens SET rotated_at = $4
+        WHERE token_hash = $1 AND rotated_at IS NULL
+       RETURNING 1
+     ), expired AS (
+       DELETE FROM auth.session_tokens
+        WHERE account_id = $3 AND expires_at <= $4 AND token_hash <> $1 AND EXISTS (SELECT 1 FROM rotated)
+     )
+     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
+     SELECT $2, $5, $3, $4, $6 FROM rotated`,
+    [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
   );
   return rowCount > 0;
 }

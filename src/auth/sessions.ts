@@ -18,7 +18,7 @@ import {
   familiesIssuedAt,
   findSessionToken,
   insertSessionToken,
-  markRotated,
+  rotateSessionToken,
 } from './sessions-store.ts';
 
 export interface Session {
@@ -56,6 +56,44 @@ export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, n
   return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now) };
 }
 
+/** A session about to be stored: its refresh token, row and the instant both it and its JWT carry. */
+interface SessionDraft {
+  now: Date;
+  refreshToken: string;
+  row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date };
+}
+
+function draftSession(ctx: AppContext, accountId: string, familyId: string = randomUUID()): SessionDraft {
+  const now = ctx.clock.now();
+  const refreshToken = newRefreshToken();
+  // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
+  const expiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
+  return {
+    now,
+    refreshToken,
+    row: { tokenHash: sha256Hex(refreshToken), familyId, accountId, createdAt: now, expiresAt },
+  };
+}
+
+/** The stored draft as a session, with its access token. */
+async function completeSession(
+  ctx: AppContext,
+  draft: SessionDraft,
+  profile: AccountProfile,
+): Promise<Session> {
+  // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
+  const { vars, access } = await accessTokenFor(ctx, profile, draft.now);
+  return {
+    accountId: draft.row.accountId,
+    familyId: draft.row.familyId,
+    access,
+    permissionVariables: vars,
+    refreshToken: draft.refreshToken,
+    refreshExpiresAt: draft.row.expiresAt,
+    user: publicUser(profile),
+  };
+}
+
 /**
  * Opens a session for an account: a new refresh token (in `familyId`, or a new family) and an access
  * token. `db` lets callers include the insert in their transaction.
@@ -66,32 +104,12 @@ export async function issueSession(
   opts: { familyId?: string; db?: Queryable; profile?: AccountProfile } = {},
 ): Promise<Session> {
   const db = opts.db ?? ctx.db;
-  const now = ctx.clock.now();
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
-  const refreshToken = newRefreshToken();
-  const familyId = opts.familyId ?? randomUUID();
-  // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
-  const refreshExpiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
+  const draft = draftSession(ctx, accountId, opts.familyId);
   // Also drops the account's expired tokens.
-  await insertSessionToken(db, {
-    tokenHash: sha256Hex(refreshToken),
-    familyId,
-    accountId,
-    createdAt: now,
-    expiresAt: refreshExpiresAt,
-  });
-  // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
-  const { vars, access } = await accessTokenFor(ctx, profile, now);
-  return {
-    accountId,
-    familyId,
-    access,
-    permissionVariables: vars,
-    refreshToken,
-    refreshExpiresAt,
-    user: publicUser(profile),
-  };
+  await insertSessionToken(db, draft.row);
+  return completeSession(ctx, draft, profile);
 }
 
 const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN');
@@ -108,14 +126,9 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   const successor = { familyId: row.family_id, profile };
   if (row.rotated_at === null) {
-    // Marking the old token and storing its successor commit together: a failure in between must not
-    // leave a rotated token without a successor.
-    const rotated = await ctx.db.transaction(async (tx) =>
-      (await markRotated(tx, hash, now))
-        ? issueSession(ctx, row.account_id, { ...successor, db: tx })
-        : undefined,
-    );
-    if (rotated) return rotated;
+    // Marking the old token and storing its successor is one statement: neither happens without the other.
+    const draft = draftSession(ctx, row.account_id, row.family_id);
+    if (await rotateSessionToken(ctx.db, hash, draft.row)) return completeSession(ctx, draft, profile);
   }
   // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
   const rotatedAt = row.rotated_at ?? now;

@@ -140,6 +140,35 @@ for (const kind of dbKinds()) {
       assert.equal(b.statusCode, 200, b.body);
     });
 
+    it('rotates a raced token once: one successor replaces it, the other is a sibling under the grace', async () => {
+      const s = await signUp(t);
+      const [a, b] = await Promise.all([refresh(t, s.refreshToken), refresh(t, s.refreshToken)]);
+      assert.equal(a.statusCode, 200, a.body);
+      assert.equal(b.statusCode, 200, b.body);
+      const family = `SELECT count(*)::int AS n FROM auth.session_tokens st JOIN auth.accounts a ON a.id = st.account_id
+                       WHERE a.user_id = $1`;
+      assert.equal(await count(t, family, [s.userId]), 3, 'the presented token and its two successors');
+      assert.equal(await count(t, `${family} AND st.rotated_at IS NOT NULL`, [s.userId]), 1, 'rotated once');
+    });
+
+    it("drops the account's expired tokens when it rotates one", async () => {
+      const s = await signUp(t);
+      t.clock.advance(43200 * 60_000 - 1000);
+      const fresh = await login(t, { email: s.email, password: s.password, cookie: false });
+      t.clock.advance(2000);
+      const tokens = `SELECT count(*)::int AS n FROM auth.session_tokens st JOIN auth.accounts a ON a.id = st.account_id
+                       WHERE a.user_id = $1`;
+      assert.equal(await count(t, tokens, [s.userId]), 2, 'the expired sign-up token is still stored');
+      const res = await refresh(t, fresh.json().refresh_token);
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(await count(t, tokens, [s.userId]), 2, 'the rotated token and its successor only');
+      assert.equal(
+        await count(t, `${tokens} AND st.expires_at <= $2`, [s.userId, t.clock.now()]),
+        0,
+        'no expired token left',
+      );
+    });
+
     it('expires refresh tokens after exactly JWT_REFRESH_EXPIRES_IN minutes', async () => {
       const s = await signUp(t);
       t.clock.advance(43200 * 60_000 - 1000);
