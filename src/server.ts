@@ -99,7 +99,7 @@ export interface ShutdownOptions {
 
 /**
  * Installs the signal handlers. The first signal starts a graceful stop; new requests on open
- * keep-alive connections get 503 SERVICE_UNAVAILABLE with `connection: close` (the closing check in
+ * keep-alive connections get 503 SHUTTING_DOWN with `connection: close` (the closing check in
  * `buildApp`) while the running ones finish. A second signal (Ctrl-C twice) exits at once with code 1;
  * the timeout bounds how long a stop may take.
  */

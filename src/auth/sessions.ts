@@ -56,9 +56,8 @@ export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, n
   return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now) };
 }
 
-/** A session about to be stored: its refresh token, row and the instant both it and its JWT carry. */
+/** A session about to be stored: its refresh token and row (whose `createdAt` the JWT's iat repeats). */
 interface SessionDraft {
-  now: Date;
   refreshToken: string;
   row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date };
 }
@@ -69,7 +68,6 @@ function draftSession(ctx: AppContext, accountId: string, familyId: string = ran
   // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
   const expiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
   return {
-    now,
     refreshToken,
     row: { tokenHash: sha256Hex(refreshToken), familyId, accountId, createdAt: now, expiresAt },
   };
@@ -82,7 +80,7 @@ async function completeSession(
   profile: AccountProfile,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
-  const { vars, access } = await accessTokenFor(ctx, profile, draft.now);
+  const { vars, access } = await accessTokenFor(ctx, profile, draft.row.createdAt);
   return {
     accountId: draft.row.accountId,
     familyId: draft.row.familyId,
