@@ -308,7 +308,11 @@ const SETTINGS = {
     'AUTH_LOCAL_USERS_ENABLE',
   ]),
   CHANGE_EMAIL_ENABLED: bool(AUTH, true, '`/auth/change-email*` routes.', ['CHANGE_EMAIL_ENABLE']),
-  NOTIFY_EMAIL_CHANGE: bool(AUTH, false, 'Email the old address after a verified email change.'),
+  NOTIFY_EMAIL_CHANGE: bool(
+    AUTH,
+    true,
+    'Email the old address after an email change (direct or confirmed), so the owner learns of a takeover. Off only if you tell the owner another way (HBP: off).',
+  ),
   ANONYMOUS_USERS_ENABLED: bool(AUTH, false, '`POST /auth/login` with `anonymous: true`.', [
     'ANONYMOUS_USERS_ENABLE',
   ]),
@@ -448,6 +452,12 @@ const SETTINGS = {
     JWT,
     10,
     'Seconds during which a just-rotated refresh token may be presented again (racing tabs) and gets a sibling; later reuse revokes the session.',
+    { min: 0 },
+  ),
+  SENSITIVE_ACTION_WINDOW: int(
+    JWT,
+    300,
+    'Seconds after a sign-in (not a refresh) during which the session may change the email, delete the account, turn MFA on or off, or set a first password without sending the current `password`. `0`: always ask for it.',
     { min: 0 },
   ),
   TICKET_ACTIVATION_EXPIRES_IN: int(JWT, 10080, 'Lifetime of an activation ticket, in minutes (7 days).', {

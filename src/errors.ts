@@ -42,6 +42,11 @@ export const ERRORS = {
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
   INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
+  REAUTHENTICATION_REQUIRED: {
+    status: 403,
+    message:
+      'This change needs a recent sign-in: sign in again, or send your current password in "password".',
+  },
   CANNOT_DELETE_ACCOUNT: { status: 401, message: 'Unable to delete account' },
   ACCOUNT_EXISTS: { status: 400, message: 'Account already exists.' },
   ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },

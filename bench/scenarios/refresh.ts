@@ -58,6 +58,7 @@ async function sqlBaseline(dbUrl: string, accountId: string, durationS: number):
           accountId,
           createdAt: start,
           expiresAt: expires,
+          signedInAt: start,
         });
         while (Date.now() < end) {
           const now = new Date();

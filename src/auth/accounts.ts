@@ -12,14 +12,12 @@ import {
   type AccountRow,
   activateAccount,
   deleteUser,
-  emailTaken,
   findAccountByEmail,
   findAccountByUserId,
   insertAccount,
   loadProfile,
   loadProfileByEmail,
   passwordHashPrefixes,
-  setEmail,
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
@@ -32,6 +30,7 @@ import {
   needsRehash,
   verifyPassword,
 } from './passwords.ts';
+import { assertReauthenticated, type Reauthentication } from './reauth.ts';
 import type { PublicUser } from './schemas.ts';
 import { secretsEqual } from './secrets.ts';
 import {
@@ -297,14 +296,16 @@ export async function callerAccount(ctx: AppContext, userId: string): Promise<Ac
 }
 
 /**
- * Changes the caller's password. The current password is required when the account has one. Every other
- * session of the account ends in the same transaction (HBP kept them all, so a thief stayed signed in).
- * The caller's own sign-in (`own`, see ownFamily) is kept.
+ * Changes the caller's password. The current password is required when the account has one; an account
+ * without one (magic link, anonymous) may set one only within SENSITIVE_ACTION_WINDOW of a sign-in, since
+ * a bearer token alone must not add a credential (see reauth.ts). Every other session of the account ends
+ * in the same transaction (HBP kept them all, so a thief stayed signed in). The caller's own sign-in
+ * (`own`, see ownFamily) is kept.
  */
 export async function changePassword(
   ctx: AppContext,
   userId: string,
-  input: { oldPassword?: string; newPassword: string; own?: OwnSignIn },
+  input: { oldPassword?: string; newPassword: string; own?: OwnSignIn; reauth: Reauthentication },
 ): Promise<void> {
   const account = await callerAccount(ctx, userId);
   if (account.password_hash !== null) {
@@ -312,6 +313,8 @@ export async function changePassword(
     if (!(await verifyPassword(ctx.config, account.password_hash, input.oldPassword))) {
       throw new AppError('INCORRECT_PASSWORD');
     }
+  } else {
+    await assertReauthenticated(ctx, account, input.reauth);
   }
   await checkBreached(ctx.config, input.newPassword);
   const hash = await hashPassword(ctx.config, input.newPassword);
@@ -323,19 +326,17 @@ export async function changePassword(
   });
 }
 
-/** Direct email change (VERIFY_EMAILS=false). */
-export async function changeEmailDirectly(ctx: AppContext, userId: string, newEmail: string): Promise<void> {
-  assertEmailDomain(ctx, newEmail, 'new_email');
-  const account = await callerAccount(ctx, userId);
-  if (await emailTaken(ctx.db, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
-  await ctx.db.transaction(async (tx) => {
-    await setEmail(tx, account.id, newEmail);
-    // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
-    await retireTickets(tx, ctx.clock.now(), account.id);
-  });
-}
-
-/** Deletes the caller's public.users row; the account, roles, sessions and tickets cascade with it. */
-export async function deleteOwnAccount(ctx: AppContext, userId: string): Promise<void> {
+/**
+ * Deletes the caller's public.users row; the account, roles, sessions and tickets cascade with it. Needs
+ * proof beyond the bearer token (reauth.ts).
+ */
+export async function deleteOwnAccount(
+  ctx: AppContext,
+  userId: string,
+  reauth: Reauthentication,
+): Promise<void> {
+  const account = await findAccountByUserId(ctx.db, userId);
+  if (!account) throw new AppError('CANNOT_DELETE_ACCOUNT');
+  await assertReauthenticated(ctx, account, reauth);
   if (!(await deleteUser(ctx.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
 }

@@ -56,6 +56,9 @@ export function permissionVariables(
   return vars;
 }
 
+/** The claim carrying the session's sign-in instant, in seconds (OpenID Connect Core §2). */
+export const AUTH_TIME_CLAIM = 'auth_time';
+
 export interface SignedToken {
   token: string;
   /** Lifetime in milliseconds (HBP's `jwt_expires_in`). */
@@ -63,11 +66,17 @@ export interface SignedToken {
   expiresAt: Date;
 }
 
+/**
+ * Signs an access token issued at `now`. `authTime` is the instant of the sign-in that started the session
+ * (OIDC's `auth_time`, seconds): sensitive routes read it to tell a recent sign-in from an old session
+ * kept alive by refreshes. Without it (a session older than the column) no sign-in counts as recent.
+ */
 export async function signAccessToken(
   keys: JwtKeys,
   config: Config,
   vars: PermissionVariables,
   now: Date,
+  opts: { authTime?: Date | null } = {},
 ): Promise<SignedToken> {
   const claims: Record<string, string | string[]> = {};
   // Hasura reads `x-hasura-*`; key order follows HBP: user-id, allowed-roles, default-role, custom fields.
@@ -75,7 +84,10 @@ export async function signAccessToken(
   const iat = Math.floor(now.getTime() / 1000);
   const lifetimeS = config.JWT_EXPIRES_IN * 60;
   const header = keys.kid ? { alg: keys.algorithm, kid: keys.kid } : { alg: keys.algorithm };
-  const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: claims })
+  const payload: Record<string, unknown> = { [config.JWT_CLAIMS_NAMESPACE]: claims };
+  // A standard top-level claim: Hasura reads only its namespace and ignores it.
+  if (opts.authTime) payload[AUTH_TIME_CLAIM] = Math.floor(opts.authTime.getTime() / 1000);
+  const token = await new SignJWT(payload)
     .setProtectedHeader(header)
     .setSubject(vars['user-id'])
     .setIssuer(config.JWT_ISSUER)

@@ -9,6 +9,13 @@ export const Password = (min: number) => Type.String({ minLength: min, maxLength
 /** An existing password is only checked, never measured: raising MIN_PASSWORD_LENGTH must not lock people out. */
 export const CurrentPassword = Type.String({ minLength: 1, maxLength: 128 });
 
+/** The optional `password` of sensitive changes (see auth/reauth.ts). */
+export const ReauthPassword = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  description: `The current password. Needed when the session's sign-in is older than SENSITIVE_ACTION_WINDOW seconds (otherwise 403 REAUTHENTICATION_REQUIRED); a wrong one is 401 INCORRECT_PASSWORD and counts as a failed sign-in.`,
+});
+
 export const CookieFlag = Type.Boolean({
   description:
     'true (default): the refresh token is set as a signed cookie; false: it is returned in the body.',

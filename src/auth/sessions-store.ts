@@ -1,7 +1,7 @@
 /**
  * Refresh tokens (auth.session_tokens), kept only as SHA-256 digests. Tokens rotated from one another
- * share a family (one sign-in); a rotated token keeps its row, marked `rotated_at`, so that reuse can be
- * recognised.
+ * share a family (one sign-in) and its sign-in instant (`signed_in_at`); a rotated token keeps its row,
+ * marked `rotated_at`, so that reuse can be recognised.
  */
 import type { Queryable } from '../db/database.ts';
 
@@ -12,6 +12,18 @@ export interface SessionTokenRow {
   created_at: Date;
   expires_at: Date;
   rotated_at: Date | null;
+  /** When the family's sign-in happened; null for tokens stored before it was recorded. */
+  signed_in_at: Date | null;
+}
+
+/** A token row to store. `signedInAt` is its family's sign-in instant (null: unknown). */
+export interface NewSessionToken {
+  tokenHash: string;
+  familyId: string;
+  accountId: string;
+  createdAt: Date;
+  expiresAt: Date;
+  signedInAt: Date | null;
 }
 
 /**
@@ -19,18 +31,15 @@ export interface SessionTokenRow {
  * did): one round trip instead of two on every sign-in and refresh. The expired rows are those with
  * `expires_at <= createdAt`.
  */
-export async function insertSessionToken(
-  db: Queryable,
-  row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date },
-): Promise<void> {
+export async function insertSessionToken(db: Queryable, row: NewSessionToken): Promise<void> {
   await db.query(
     'InsertSessionToken',
     `WITH expired AS (
        DELETE FROM auth.session_tokens WHERE account_id = $3 AND expires_at <= $4
      )
-     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5)`,
-    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt],
+     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
   );
 }
 
@@ -40,7 +49,7 @@ export async function findSessionToken(
 ): Promise<SessionTokenRow | undefined> {
   const { rows } = await db.query<SessionTokenRow>(
     'FindSessionToken',
-    `SELECT token_hash, family_id, account_id, created_at, expires_at, rotated_at
+    `SELECT token_hash, family_id, account_id, created_at, expires_at, rotated_at, signed_in_at
        FROM auth.session_tokens WHERE token_hash = $1`,
     [tokenHash],
   );
@@ -51,6 +60,7 @@ export async function findSessionToken(
     created_at: new Date(row.created_at),
     expires_at: new Date(row.expires_at),
     rotated_at: row.rotated_at === null ? null : new Date(row.rotated_at),
+    signed_in_at: row.signed_in_at === null ? null : new Date(row.signed_in_at),
   };
 }
 
@@ -58,25 +68,26 @@ export async function findSessionToken(
  * Rotates a token in one statement: marks `presentedHash` rotated, stores its successor `next` and drops
  * the account's expired tokens, all or nothing; false (and nothing written) when the presented token was
  * already rotated, by a racing request or earlier. One round trip where a transaction around an
- * update and an insert takes four.
+ * update and an insert takes four. The successor inherits the presented token's `signed_in_at` inside
+ * the statement, so a refresh can never move a family's sign-in instant.
  */
 export async function rotateSessionToken(
   db: Queryable,
   presentedHash: string,
-  next: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date },
+  next: Omit<NewSessionToken, 'signedInAt'>,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     'RotateSessionToken',
     `WITH rotated AS (
        UPDATE auth.session_tokens SET rotated_at = $4
         WHERE token_hash = $1 AND rotated_at IS NULL
-       RETURNING 1
+       RETURNING signed_in_at
      ), expired AS (
        DELETE FROM auth.session_tokens
         WHERE account_id = $3 AND expires_at <= $4 AND token_hash <> $1 AND EXISTS (SELECT 1 FROM rotated)
      )
-     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at)
-     SELECT $2, $5, $3, $4, $6 FROM rotated`,
+     INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
+     SELECT $2, $5, $3, $4, $6, rotated.signed_in_at FROM rotated`,
     [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
   );
   return rowCount > 0;

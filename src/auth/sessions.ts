@@ -2,7 +2,8 @@
  * Sessions: a refresh token (opaque, 256 bits, stored hashed) plus a short-lived access token (JWT).
  * Refreshing rotates the token. A rotated token presented again within REFRESH_TOKEN_REUSE_INTERVAL
  * seconds (two tabs racing) gets a fresh sibling in the same family; presented later it is taken as
- * stolen and the whole family (that sign-in) is revoked.
+ * stolen and the whole family (that sign-in) is revoked. Every token of a family keeps the instant of
+ * its sign-in, and every access token issued from it carries that instant as `auth_time`.
  */
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.ts';
@@ -18,6 +19,7 @@ import {
   familiesIssuedAt,
   findSessionToken,
   insertSessionToken,
+  type NewSessionToken,
   rotateSessionToken,
 } from './sessions-store.ts';
 
@@ -42,8 +44,16 @@ export function publicUser(profile: AccountProfile): PublicUser {
   return u;
 }
 
-/** An access token for the account as it is now (roles and custom fields re-read). */
-export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, now = ctx.clock.now()) {
+/**
+ * An access token for the account as it is now (roles and custom fields re-read), for a session whose
+ * sign-in happened at `signedInAt` (null: unknown).
+ */
+export async function accessTokenFor(
+  ctx: AppContext,
+  profile: AccountProfile,
+  now: Date,
+  signedInAt: Date | null,
+) {
   const vars = permissionVariables(
     {
       userId: profile.user.id,
@@ -53,23 +63,38 @@ export async function accessTokenFor(ctx: AppContext, profile: AccountProfile, n
     },
     ctx.config.JWT_CUSTOM_FIELDS,
   );
-  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now) };
+  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now, { authTime: signedInAt }) };
 }
 
 /** A session about to be stored: its refresh token and row (whose `createdAt` the JWT's iat repeats). */
 interface SessionDraft {
   refreshToken: string;
-  row: { tokenHash: string; familyId: string; accountId: string; createdAt: Date; expiresAt: Date };
+  row: NewSessionToken;
 }
 
-function draftSession(ctx: AppContext, accountId: string, familyId: string = randomUUID()): SessionDraft {
+/**
+ * A new token for `accountId`. Without `family` it starts a new sign-in (family and sign-in instant are
+ * new); with it, the token joins that sign-in and keeps its instant.
+ */
+function draftSession(
+  ctx: AppContext,
+  accountId: string,
+  family?: { familyId: string; signedInAt: Date | null },
+): SessionDraft {
   const now = ctx.clock.now();
   const refreshToken = newRefreshToken();
   // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
   const expiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
   return {
     refreshToken,
-    row: { tokenHash: sha256Hex(refreshToken), familyId, accountId, createdAt: now, expiresAt },
+    row: {
+      tokenHash: sha256Hex(refreshToken),
+      familyId: family?.familyId ?? randomUUID(),
+      accountId,
+      createdAt: now,
+      expiresAt,
+      signedInAt: family ? family.signedInAt : now,
+    },
   };
 }
 
@@ -80,7 +105,7 @@ async function completeSession(
   profile: AccountProfile,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
-  const { vars, access } = await accessTokenFor(ctx, profile, draft.row.createdAt);
+  const { vars, access } = await accessTokenFor(ctx, profile, draft.row.createdAt, draft.row.signedInAt);
   return {
     accountId: draft.row.accountId,
     familyId: draft.row.familyId,
@@ -93,18 +118,24 @@ async function completeSession(
 }
 
 /**
- * Opens a session for an account: a new refresh token (in `familyId`, or a new family) and an access
- * token. `db` lets callers include the insert in their transaction.
+ * Opens a session for an account: a new refresh token and an access token. Every caller but the refresh
+ * is a sign-in (password, magic link, MFA, activation…), which starts a new family signed in now; the
+ * refresh passes `family` to add a token to an existing sign-in. `db` lets callers include the insert in
+ * their transaction.
  */
 export async function issueSession(
   ctx: AppContext,
   accountId: string,
-  opts: { familyId?: string; db?: Queryable; profile?: AccountProfile } = {},
+  opts: {
+    family?: { familyId: string; signedInAt: Date | null };
+    db?: Queryable;
+    profile?: AccountProfile;
+  } = {},
 ): Promise<Session> {
   const db = opts.db ?? ctx.db;
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
-  const draft = draftSession(ctx, accountId, opts.familyId);
+  const draft = draftSession(ctx, accountId, opts.family);
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row);
   return completeSession(ctx, draft, profile);
@@ -122,16 +153,17 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   if (!profile?.account.active) throw invalidRefresh();
 
   const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
-  const successor = { familyId: row.family_id, profile };
+  // The successor belongs to the same sign-in: same family, same sign-in instant (never "now").
+  const family = { familyId: row.family_id, signedInAt: row.signed_in_at };
   if (row.rotated_at === null) {
     // Marking the old token and storing its successor is one statement: neither happens without the other.
-    const draft = draftSession(ctx, row.account_id, row.family_id);
+    const draft = draftSession(ctx, row.account_id, family);
     if (await rotateSessionToken(ctx.db, hash, draft.row)) return completeSession(ctx, draft, profile);
   }
   // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
   const rotatedAt = row.rotated_at ?? now;
   if (now.getTime() - rotatedAt.getTime() <= graceMs) {
-    return issueSession(ctx, row.account_id, successor);
+    return issueSession(ctx, row.account_id, { family, profile });
   }
   // …otherwise someone replays an old token: end that sign-in everywhere.
   await deleteFamily(ctx.db, row.family_id);

@@ -7,8 +7,11 @@ import type { Queryable } from '../db/database.ts';
 import { UniqueViolation } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 
-/** Records `email` as the account's pending address; EMAIL_NOT_ALLOWED when another account holds it. */
-export async function setPendingEmail(db: Queryable, accountId: string, email: string): Promise<void> {
+/**
+ * Records `email` as the account's pending address (null: none); EMAIL_NOT_ALLOWED when another account
+ * holds it.
+ */
+export async function setPendingEmail(db: Queryable, accountId: string, email: string | null): Promise<void> {
   try {
     await db.query('SetPendingEmail', 'UPDATE auth.accounts SET new_email = $2 WHERE id = $1', [
       accountId,

@@ -16,6 +16,7 @@ export const TEMPLATE_NAMES = [
   'change-email',
   'lost-password',
   'notify-email-change',
+  'email-in-use',
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
@@ -99,6 +100,15 @@ const DEFAULTS: Record<TemplateName, Default> = {
       `Hello ${l.display_name},`,
       `The email address of your account was changed${l.new_email ? ` to ${String(l.new_email)}` : ''}.`,
       'If you did not make this change, contact support at once.',
+    ],
+    button: 'Open the application',
+  },
+  'email-in-use': {
+    subject: () => 'Someone tried to use your email address',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      'Someone asked to move an account to this email address. The address is already in use, so nothing was changed.',
+      'If it was you, sign in with this address instead. If not, you can ignore this email.',
     ],
     button: 'Open the application',
   },

@@ -1,6 +1,6 @@
 /**
  * A real HBP client, nhost-js-sdk v3, against a listening Gatehouse: register, sign in, read claims,
- * refresh, change the password, sign out. (Node has no localStorage, so the client gets a Map-backed one.)
+ * refresh, change the password, change the email, sign out. (Node has no localStorage, so the client gets a Map-backed one.)
  */
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +20,7 @@ interface SdkAuth {
   logout(all?: boolean): Promise<unknown>;
   refreshSession(): Promise<void>;
   changePassword(oldPassword: string, newPassword: string): Promise<void>;
+  changeEmail(newEmail: string): Promise<void>;
   getClaim(claim: string): unknown;
   getJWTToken(): string;
   isAuthenticated(): boolean | null;
@@ -96,6 +97,38 @@ for (const kind of dbKinds()) {
           (e: { response?: { status: number } }) => e.response?.status === 401,
         );
         await auth.login({ email, password: 'new sdk password' });
+        assert.equal(auth.isAuthenticated(), true);
+      } finally {
+        await auth.logout();
+      }
+    });
+
+    it('the email change right after sign-in keeps working', async () => {
+      const { auth } = client();
+      const email = newEmail('sdk');
+      const moved = newEmail('sdk-moved');
+      try {
+        await auth.register({ email, password: 'sdk password' });
+        await auth.logout();
+        await auth.login({ email, password: 'sdk password' });
+        // The SDK sends only `new_email`: the fresh sign-in is the proof.
+        await auth.changeEmail(moved);
+        t.clock.advance(2000);
+        await auth.refreshSession();
+        assert.equal(auth.isAuthenticated(), true, 'the client stays signed in after its own email change');
+
+        // Once the sign-in is older than the window, the same call is refused until the user signs in again.
+        for (let i = 0; i < 2; i++) {
+          t.clock.advance((t.config.SENSITIVE_ACTION_WINDOW * 1000) / 2 + 1000);
+          await auth.refreshSession();
+        }
+        await assert.rejects(
+          auth.changeEmail(newEmail('sdk-late')),
+          (e: { response?: { status: number; data?: { code?: string } } }) =>
+            e.response?.status === 403 && e.response.data?.code === 'REAUTHENTICATION_REQUIRED',
+        );
+        await auth.logout();
+        await auth.login({ email: moved, password: 'sdk password' });
         assert.equal(auth.isAuthenticated(), true);
       } finally {
         await auth.logout();

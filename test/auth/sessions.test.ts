@@ -35,7 +35,16 @@ for (const kind of dbKinds()) {
         currentDate: t.clock.now(),
       });
       assert.deepEqual(protectedHeader, { alg: 'HS256' });
-      assert.deepEqual(Object.keys(payload), ['https://hasura.io/jwt/claims', 'sub', 'iss', 'iat', 'exp']);
+      assert.deepEqual(Object.keys(payload), [
+        'https://hasura.io/jwt/claims',
+        'auth_time',
+        'sub',
+        'iss',
+        'iat',
+        'exp',
+      ]);
+      // OIDC's auth_time: the sign-in (here the registration) that started the session.
+      assert.equal(payload.auth_time, payload.iat);
       assert.deepEqual(payload['https://hasura.io/jwt/claims'], {
         'x-hasura-user-id': body.user.id,
         'x-hasura-allowed-roles': ['user'],

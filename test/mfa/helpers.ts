@@ -53,7 +53,7 @@ export interface TestAccount {
   token: string;
 }
 
-/** Creates an active account straight in the database and signs an access token for it. */
+/** Creates an active account straight in the database and signs an access token for it (signed in now). */
 export async function createAccount(t: TestApp, email: string): Promise<TestAccount> {
   const { rows: users } = await t.ctx.db.query<{ id: string }>(
     'test-insert-user',
@@ -70,9 +70,11 @@ export async function createAccount(t: TestApp, email: string): Promise<TestAcco
   return { userId, accountId, email, token: await accessToken(t, userId) };
 }
 
+/** An access token for `userId`, as a sign-in at the test clock's current time would give. */
 export async function accessToken(t: TestApp, userId: string): Promise<string> {
   const vars = permissionVariables({ userId, defaultRole: 'user', roles: ['user'], customFields: {} }, []);
-  return (await signAccessToken(t.ctx.keys, t.config, vars, t.clock.now())).token;
+  const now = t.clock.now();
+  return (await signAccessToken(t.ctx.keys, t.config, vars, now, { authTime: now })).token;
 }
 
 export function post(

@@ -261,6 +261,8 @@ for (const kind of dbKinds()) {
 
     describe('secrets at rest', () => {
       const deps = (box: SecretBox): MfaDeps => ({ ...t.ctx, box });
+      // Calls made straight to the domain, as by a caller who has just signed in.
+      const justSignedIn = () => ({ authTime: Math.floor(now() / 1000), limiter: t.app.limiter });
       let a: TestAccount;
 
       it('re-encrypts a secret HBP stored in clear, which keeps working', async () => {
@@ -278,16 +280,16 @@ for (const kind of dbKinds()) {
         assert.ok(box.isCurrent(stored));
         assert.ok(!stored.includes(clear));
         nextStep();
-        await disableMfa(deps(box), a.userId, authenticatorCode(clear, now()));
+        await disableMfa(deps(box), a.userId, authenticatorCode(clear, now()), justSignedIn());
         assert.equal((await accountRow(t, a.accountId)).mfa_enabled, false);
       });
 
       it('rotates keys: secrets sealed under a previous key open, and are re-sealed under the new one', async () => {
         a = await newAccount();
         const oldBox = new SecretBox('the old mfa encryption secret');
-        const { otp_secret } = await generateMfaSecret(deps(oldBox), a.userId);
+        const { otp_secret } = await generateMfaSecret(deps(oldBox), a.userId, justSignedIn());
         nextStep();
-        await enableMfa(deps(oldBox), a.userId, authenticatorCode(otp_secret, now()));
+        await enableMfa(deps(oldBox), a.userId, authenticatorCode(otp_secret, now()), justSignedIn());
         const rotated = new SecretBox('the new mfa encryption secret', ['the old mfa encryption secret']);
         assert.ok(!rotated.isCurrent(String((await accountRow(t, a.accountId)).otp_secret)));
         await resealSecrets(deps(rotated));
@@ -298,6 +300,7 @@ for (const kind of dbKinds()) {
           deps(new SecretBox('the new mfa encryption secret')),
           a.userId,
           authenticatorCode(otp_secret, now()),
+          justSignedIn(),
         );
       });
 

@@ -10,6 +10,8 @@ export interface MfaAccount {
   id: string;
   userId: string;
   email: string | null;
+  /** Checked when a sensitive MFA change is confirmed with the current password. */
+  passwordHash: string | null;
   active: boolean;
   mfaEnabled: boolean;
   /** The active secret: sealed (`gh1:…`), or base32 in clear when written by HBP. */
@@ -22,6 +24,7 @@ interface AccountRow {
   id: string;
   user_id: string;
   email: string | null;
+  password_hash: string | null;
   active: boolean;
   mfa_enabled: boolean;
   otp_secret: string | null;
@@ -30,7 +33,7 @@ interface AccountRow {
 }
 
 const SELECT_ACCOUNT = `
-  SELECT a.id, a.user_id, a.email::text AS email, a.active, a.mfa_enabled, a.otp_secret,
+  SELECT a.id, a.user_id, a.email::text AS email, a.password_hash, a.active, a.mfa_enabled, a.otp_secret,
          m.pending_secret, m.last_used_step
     FROM auth.accounts a LEFT JOIN auth.account_mfa m ON m.account_id = a.id`;
 
@@ -40,6 +43,7 @@ function toAccount(row: AccountRow | undefined): MfaAccount | undefined {
     id: row.id,
     userId: row.user_id,
     email: row.email,
+    passwordHash: row.password_hash,
     active: row.active,
     mfaEnabled: row.mfa_enabled,
     otpSecret: row.otp_secret,

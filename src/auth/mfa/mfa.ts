@@ -1,5 +1,8 @@
 /**
  * Multi-factor authentication with TOTP (contract §7), with HBP's defects fixed:
+ * - `generate`, `enable` and `disable` are sensitive changes: they need a recent sign-in or the current
+ *   password (see reauth.ts), so a stolen access token can neither turn MFA off nor lock the owner out
+ *   by turning it on with the thief's secret.
  * - `generate` stores a *pending* secret; the active one changes only on `enable` (D7).
  * - A login ticket allows MFA_TICKET_MAX_ATTEMPTS codes, and wrong codes are also limited per account (D6).
  * - A code accepted once is never accepted again (RFC 6238 §5.2).
@@ -9,6 +12,7 @@ import QRCode from 'qrcode';
 import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
 import { issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
 import * as store from './mfa-store.ts';
@@ -30,10 +34,20 @@ export interface GeneratedSecret {
   otp_secret: string;
 }
 
-async function signedInAccount(deps: MfaDeps, userId: string): Promise<store.MfaAccount> {
+/** The caller's account, once the request has proved more than a bearer token (reauth.ts). */
+async function signedInAccount(
+  deps: MfaDeps,
+  userId: string,
+  reauth: Reauthentication,
+): Promise<store.MfaAccount> {
   const account = await store.findMfaAccountByUserId(deps.db, userId);
   // The token outlived its account (deleted since): not signed in, as for every other protected route.
   if (!account) throw new AppError('UNAUTHENTICATED');
+  await assertReauthenticated(
+    deps,
+    { id: account.id, email: account.email, password_hash: account.passwordHash },
+    reauth,
+  );
   return account;
 }
 
@@ -83,8 +97,12 @@ async function acceptCode(
 }
 
 /** A new pending secret for the signed-in user, with its QR code. The active secret stays as it is. */
-export async function generateMfaSecret(deps: MfaDeps, userId: string): Promise<GeneratedSecret> {
-  const account = await signedInAccount(deps, userId);
+export async function generateMfaSecret(
+  deps: MfaDeps,
+  userId: string,
+  reauth: Reauthentication,
+): Promise<GeneratedSecret> {
+  const account = await signedInAccount(deps, userId, reauth);
   const secret = generateSecret();
   const otpSecret = base32Encode(secret);
   await store.savePendingSecret(deps.db, account.id, deps.box.seal(secret, account.id), deps.clock.now());
@@ -98,8 +116,13 @@ export async function generateMfaSecret(deps: MfaDeps, userId: string): Promise<
 }
 
 /** Turns MFA on with the pending secret, given a current code from it. */
-export async function enableMfa(deps: MfaDeps, userId: string, code: string): Promise<void> {
-  const account = await signedInAccount(deps, userId);
+export async function enableMfa(
+  deps: MfaDeps,
+  userId: string,
+  code: string,
+  reauth: Reauthentication,
+): Promise<void> {
+  const account = await signedInAccount(deps, userId, reauth);
   if (account.mfaEnabled) throw new AppError('MFA_ALREADY_ENABLED');
   // An HBP database may hold a generated but not yet enabled secret in otp_secret.
   const candidate = account.pendingSecret ?? account.otpSecret;
@@ -122,9 +145,10 @@ export async function disableMfa(
   deps: MfaDeps,
   userId: string,
   code: string,
+  reauth: Reauthentication,
   own: OwnSignIn = {},
 ): Promise<void> {
-  const account = await signedInAccount(deps, userId);
+  const account = await signedInAccount(deps, userId, reauth);
   if (!account.mfaEnabled) throw new AppError('MFA_ALREADY_DISABLED');
   if (!account.otpSecret) throw new AppError('OTP_SECRET_NOT_SET');
   const secret = openSecret(deps, account.otpSecret, account.id);

@@ -1,6 +1,7 @@
 /**
  * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address. 503 and no
- * pending change when the email cannot be sent.
+ * pending change when the email cannot be sent. A sensitive change: a recent sign-in or the current
+ * `password`. A taken address is answered like a free one (see mail/flows/email-change.ts).
  */
 
 import { type Static, Type } from '@sinclair/typebox';
@@ -9,12 +10,14 @@ import type { AppContext } from '../../context.ts';
 import { requestEmailChange } from '../../mail/flows/email-change.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { consumeEmailQuota } from '../../mail/quota.ts';
-import { Email, errors, NoContent } from '../schemas.ts';
+import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
+import { ownSignIn, reauthentication } from './common.ts';
 
 const Body = Type.Object(
   {
     new_email: Email,
     redirect_to: Type.Optional(RedirectTo),
+    password: Type.Optional(ReauthPassword),
   },
   { additionalProperties: false },
 );
@@ -28,17 +31,24 @@ export async function changeEmailRequestRoute(
     {
       schema: {
         summary: 'Ask to change the email: a ticket is sent to the new address',
+        description:
+          "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. An address in use elsewhere gets the same 204: its mailbox is told instead, and no ticket is issued. Confirming ends the account's other sessions and tells the old address.",
         tags: ['auth', 'email'],
         security: [{ bearer: [] }],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 429, 503) },
+        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
       },
     },
     async (request, reply) => {
       const who = await request.requireUser();
       await consumeEmailQuota(app, ctx.config, request.body.new_email);
       const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      await requestEmailChange(ctx, who['user-id'], { newEmail: request.body.new_email, redirectTo });
+      await requestEmailChange(ctx, who['user-id'], {
+        newEmail: request.body.new_email,
+        redirectTo,
+        own: ownSignIn(request),
+        reauth: reauthentication(request, request.body.password),
+      });
       return reply.code(204).send();
     },
   );

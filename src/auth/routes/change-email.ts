@@ -1,11 +1,16 @@
-/** POST /auth/change-email: the signed-in caller changes their email without verification (VERIFY_EMAILS=false). */
+/**
+ * POST /auth/change-email: the signed-in caller changes their email without verification
+ * (VERIFY_EMAILS=false). A sensitive change: a recent sign-in or the current `password`. A taken address
+ * is answered like a free one (see mail/flows/email-change.ts).
+ */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { changeEmailDirectly } from '../accounts.ts';
-import { Email, errors, NoContent } from '../schemas.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { changeEmailDirectly } from '../../mail/flows/email-change.ts';
+import { consumeEmailQuota } from '../../mail/quota.ts';
+import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
 export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
@@ -14,15 +19,26 @@ export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: App
       schema: {
         tags: ['auth'],
         summary: 'Change the email of the signed-in user (VERIFY_EMAILS=false)',
+        description:
+          "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. Ends the account's other sessions and tells the old address. An address in use elsewhere gets the same 204 and changes nothing.",
         security: [{ bearer: [] }],
-        body: Type.Object({ new_email: Email }, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 429) },
+        body: Type.Object(
+          { new_email: Email, password: Type.Optional(ReauthPassword) },
+          { additionalProperties: false },
+        ),
+        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
       const who = await request.requireUser();
-      await changeEmailDirectly(ctx, who['user-id'], request.body.new_email);
+      // A taken address makes its mailbox get an email: limited per address like every such route.
+      await consumeEmailQuota(app, ctx.config, request.body.new_email);
+      await changeEmailDirectly(ctx, who['user-id'], {
+        newEmail: request.body.new_email,
+        own: ownSignIn(request),
+        reauth: reauthentication(request, request.body.password),
+      });
       return reply.code(204).send(null);
     },
   );

@@ -1,6 +1,7 @@
 /**
  * POST /auth/change-password: the signed-in caller sets a new password. The current one is required when
- * the account has one. Every other session of the account ends.
+ * the account has one; an account without one needs a recent sign-in. Every other session of the account
+ * ends.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -8,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { changePassword } from '../accounts.ts';
 import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
-import { bodyDefaultsToObject, ownSignIn } from './common.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
 export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
@@ -25,7 +26,7 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
           },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 429, 503) },
+        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
@@ -35,6 +36,8 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
         oldPassword: request.body.old_password,
         newPassword: request.body.new_password,
         own: ownSignIn(request),
+        // `old_password` is this route's proof; the window matters only to an account without a password.
+        reauth: reauthentication(request, undefined),
       });
       return reply.code(204).send(null);
     },

@@ -2,6 +2,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
 import { presentedAccessToken, REFRESH_COOKIE } from '../../http/identity.ts';
+import { AUTH_TIME_CLAIM } from '../jwt.ts';
+import type { Reauthentication } from '../reauth.ts';
 import type { OwnSignIn } from '../sessions.ts';
 
 /**
@@ -41,5 +43,19 @@ export function ownSignIn(request: FastifyRequest): OwnSignIn {
   return {
     refreshToken: presentedRefreshToken(request, {})?.value,
     accessTokenIat: typeof iat === 'number' ? iat : undefined,
+  };
+}
+
+/**
+ * The proof a request offers for a sensitive change (see auth/reauth.ts): the sign-in instant its access
+ * token carries and the `password` it sent. Call after requireUser(), which verified that token.
+ */
+export function reauthentication(request: FastifyRequest, password: string | undefined): Reauthentication {
+  const token = presentedAccessToken(request);
+  const authTime = token === undefined ? undefined : decodeJwt(token)[AUTH_TIME_CLAIM];
+  return {
+    authTime: typeof authTime === 'number' ? authTime : undefined,
+    password,
+    limiter: request.server.limiter,
   };
 }

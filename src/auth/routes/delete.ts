@@ -1,6 +1,7 @@
 /**
  * POST /auth/delete (ALLOW_USER_SELF_DELETE): the signed-in caller deletes their account. The public.users
- * row goes, and with it the account, roles, sessions and tickets (HBP left public.users behind).
+ * row goes, and with it the account, roles, sessions and tickets (HBP left public.users behind). A
+ * sensitive change: a recent sign-in or the current `password` (auth/reauth.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -8,9 +9,9 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { deleteOwnAccount } from '../accounts.ts';
-import { errors, NoContent } from '../schemas.ts';
+import { errors, NoContent, ReauthPassword } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { bodyDefaultsToObject, reauthentication } from './common.ts';
 
 export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
@@ -20,15 +21,15 @@ export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
         tags: ['auth'],
         summary: 'Delete the signed-in user’s account',
         security: [{ bearer: [] }],
-        body: Type.Object({}, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 404, 429) },
+        body: Type.Object({ password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
+        response: { 204: NoContent, ...errors(400, 401, 403, 404, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
       const who = await request.identity();
       if (!who) throw new AppError('CANNOT_DELETE_ACCOUNT');
-      await deleteOwnAccount(ctx, who['user-id']);
+      await deleteOwnAccount(ctx, who['user-id'], reauthentication(request, request.body.password));
       clearSessionCookies(reply, ctx.config);
       return reply.code(204).send(null);
     },

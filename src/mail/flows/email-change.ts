@@ -1,38 +1,153 @@
 /**
- * Verified email change (VERIFY_EMAILS): a ticket emailed to the new address, then the switch.
- * Both steps send their email before committing, so a refused message (503) leaves no pending change,
- * no live ticket and no switched address behind.
+ * Email change, direct (VERIFY_EMAILS=false) or verified (a ticket emailed to the new address, then the
+ * switch). Both are sensitive changes (auth/reauth.ts): moving the email and then resetting the password
+ * there is how a stolen access token would buy the account. So they need a recent sign-in or the current
+ * password, they end the account's other sessions, and the old address is told (NOTIFY_EMAIL_CHANGE).
+ *
+ * An address that another account uses (or has asked for) is answered exactly like a free one, with one
+ * email as well: the mailbox of that address is told that it is in use (`email-in-use`), so the caller
+ * learns nothing from the status, the time taken or an SMTP failure; nothing of the caller's is moved to it.
+ *
+ * Every step sends its email before committing, so a refused message (503) leaves no pending change, no
+ * live ticket and no switched address behind.
  */
 import { assertEmailDomain, callerAccount } from '../../auth/accounts.ts';
-import { emailTaken, findAccountById, loadProfile, setEmail } from '../../auth/accounts-store.ts';
+import {
+  type AccountRow,
+  emailTaken,
+  findAccountByEmail,
+  findAccountById,
+  loadProfile,
+  setEmail,
+} from '../../auth/accounts-store.ts';
+import { assertReauthenticated, type Reauthentication } from '../../auth/reauth.ts';
+import { endAllSessions, type OwnSignIn, ownFamily } from '../../auth/sessions.ts';
 import { consumeTicket, issueTicket, retireTickets } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../links.ts';
 import { accountLocale, releaseStalePendingEmail, setPendingEmail } from '../mail-store.ts';
 
 const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
 
-/** POST /auth/change-email/request for the signed-in `userId`. */
-export async function requestEmailChange(
+/** Whether email-change notices go out (NOTIFY_EMAIL_CHANGE, and a mailer that sends). */
+const noticesOn = (ctx: AppContext) => ctx.config.NOTIFY_EMAIL_CHANGE && ctx.mailer.mode !== 'disabled';
+
+/** Where the notices point: the application, never a link that carries a secret. */
+const appHome = (ctx: AppContext) => ctx.config.REDIRECT_URL_SUCCESS || ctx.config.SERVER_URL;
+
+/** Tells the old address that the account's email is now `newEmail`. */
+async function notifyOldAddress(
+  ctx: AppContext,
+  tx: Queryable,
+  account: AccountRow,
+  oldEmail: string,
+  newEmail: string,
+): Promise<void> {
+  const profile = await loadProfile(tx, account.id);
+  await ctx.mailer.send({
+    to: oldEmail,
+    template: 'notify-email-change',
+    locals: {
+      display_name: profile?.user.display_name ?? oldEmail,
+      email: oldEmail,
+      url: ctx.config.SERVER_URL,
+      link: appHome(ctx),
+      new_email: newEmail,
+      locale: await accountLocale(tx, account.id),
+    },
+  });
+}
+
+/**
+ * Tells the mailbox of `address`, which another account uses or has asked for, that someone tried to
+ * move an account to it and nothing changed. It stands in for the email a free address would have
+ * caused, so both answers cost the same and fail the same way.
+ */
+async function tellAddressInUse(ctx: AppContext, tx: Queryable, address: string): Promise<void> {
+  const owner = await findAccountByEmail(tx, address);
+  const profile = owner ? await loadProfile(tx, owner.id) : undefined;
+  await ctx.mailer.send({
+    to: address,
+    template: 'email-in-use',
+    locals: {
+      display_name: profile?.user.display_name ?? address,
+      email: address,
+      url: ctx.config.SERVER_URL,
+      link: appHome(ctx),
+      locale: owner ? await accountLocale(tx, owner.id) : undefined,
+    },
+  });
+}
+
+/**
+ * POST /auth/change-email (VERIFY_EMAILS=false) for the signed-in `userId`: the email changes at once,
+ * the account's other sessions end (the caller's own sign-in, `own`, is kept), links mailed to the old
+ * address stop working and the old address is told.
+ */
+export async function changeEmailDirectly(
   ctx: AppContext,
   userId: string,
-  input: { newEmail: string; redirectTo?: string },
+  input: { newEmail: string; own?: OwnSignIn; reauth: Reauthentication },
 ): Promise<void> {
   assertEmailDomain(ctx, input.newEmail, 'new_email');
   const account = await callerAccount(ctx, userId);
+  await assertReauthenticated(ctx, account, input.reauth);
+  const now = ctx.clock.now();
+  const oldEmail = account.email;
+  await ctx.db.transaction(async (tx) => {
+    if (sameAddress(oldEmail, input.newEmail)) {
+      // The caller's own address (perhaps in another case): nothing moves, nobody needs telling.
+      await setEmail(tx, account.id, input.newEmail);
+      return;
+    }
+    await releaseStalePendingEmail(tx, input.newEmail, now);
+    if (await emailTaken(tx, input.newEmail, account.id)) {
+      if (noticesOn(ctx) && oldEmail) await tellAddressInUse(ctx, tx, input.newEmail);
+      return;
+    }
+    const keep = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
+    await setEmail(tx, account.id, input.newEmail);
+    // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
+    await retireTickets(tx, now, account.id);
+    await endAllSessions(ctx, account.id, keep, tx);
+    if (noticesOn(ctx) && oldEmail) await notifyOldAddress(ctx, tx, account, oldEmail, input.newEmail);
+  });
+}
+
+/**
+ * POST /auth/change-email/request for the signed-in `userId`: a ticket to the new address. The sign-in
+ * that asked (`own`) is recorded with the ticket and is the one kept when the change is confirmed.
+ */
+export async function requestEmailChange(
+  ctx: AppContext,
+  userId: string,
+  input: { newEmail: string; redirectTo?: string; own?: OwnSignIn; reauth: Reauthentication },
+): Promise<void> {
+  assertEmailDomain(ctx, input.newEmail, 'new_email');
+  const account = await callerAccount(ctx, userId);
+  await assertReauthenticated(ctx, account, input.reauth);
   const now = ctx.clock.now();
   await releaseStalePendingEmail(ctx.db, input.newEmail, now);
-  if (sameAddress(account.email, input.newEmail) || (await emailTaken(ctx.db, input.newEmail, account.id))) {
-    throw new AppError('EMAIL_NOT_ALLOWED');
-  }
+  // The caller's own address: there is nothing to hide from them.
+  if (sameAddress(account.email, input.newEmail)) throw new AppError('EMAIL_NOT_ALLOWED');
   await ctx.db.transaction(async (tx) => {
+    if (await emailTaken(tx, input.newEmail, account.id)) {
+      // As a new request would, this one replaces the caller's earlier request (else whether an earlier
+      // ticket still works would tell a free address from a taken one); no ticket names the address.
+      await retireTickets(tx, now, account.id, 'email-change');
+      await setPendingEmail(tx, account.id, null);
+      await tellAddressInUse(ctx, tx, input.newEmail);
+      return;
+    }
+    const keepFamily = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
     await setPendingEmail(tx, account.id, input.newEmail);
     // Issuing retires the account's earlier email-change tickets: only the latest request can complete.
     const { ticket } = await issueTicket(tx, ctx.config, now, {
       accountId: account.id,
       purpose: 'email-change',
-      payload: { new_email: input.newEmail },
+      payload: { new_email: input.newEmail, ...(keepFamily ? { keep_family: keepFamily } : {}) },
     });
     const profile = await loadProfile(tx, account.id);
     const link = appLink(ctx.config, input.redirectTo, { ticket, type: 'email-change' });
@@ -56,7 +171,8 @@ export async function requestEmailChange(
 /**
  * POST /auth/change-email/change: switches to the address the ticket was issued for. Only an
  * 'email-change' ticket works (HBP took any ticket and could set the address to NULL); an address taken
- * meanwhile is refused with 400 and the ticket stays unused. NOTIFY_EMAIL_CHANGE tells the old address.
+ * meanwhile is refused with 400 and the ticket stays unused. Every session of the account but the one
+ * that asked for the change ends, and NOTIFY_EMAIL_CHANGE tells the old address.
  */
 export async function confirmEmailChange(ctx: AppContext, ticket: string): Promise<void> {
   const now = ctx.clock.now();
@@ -71,21 +187,9 @@ export async function confirmEmailChange(ctx: AppContext, ticket: string): Promi
     await setEmail(tx, account.id, newEmail);
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
+    const keep = used.payload.keep_family;
+    await endAllSessions(ctx, account.id, typeof keep === 'string' ? keep : undefined, tx);
     const oldEmail = account.email;
-    if (ctx.config.NOTIFY_EMAIL_CHANGE && oldEmail && ctx.mailer.mode !== 'disabled') {
-      const profile = await loadProfile(tx, account.id);
-      await ctx.mailer.send({
-        to: oldEmail,
-        template: 'notify-email-change',
-        locals: {
-          display_name: profile?.user.display_name ?? oldEmail,
-          email: oldEmail,
-          url: ctx.config.SERVER_URL,
-          link: ctx.config.REDIRECT_URL_SUCCESS || ctx.config.SERVER_URL,
-          new_email: newEmail,
-          locale: await accountLocale(tx, account.id),
-        },
-      });
-    }
+    if (noticesOn(ctx) && oldEmail) await notifyOldAddress(ctx, tx, account, oldEmail, newEmail);
   });
 }

@@ -1,25 +1,26 @@
 /** POST /auth/mfa/disable: turns MFA off, confirmed by a code from the active secret. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { bodyDefaultsToObject, ownSignIn } from '../../routes/common.ts';
-import { errors, NoContent } from '../../schemas.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from '../../routes/common.ts';
+import { errors, NoContent, ReauthPassword } from '../../schemas.ts';
 import { disableMfa, type MfaDeps } from '../mfa.ts';
 import { Code } from './schemas.ts';
 
 const schema = {
   summary: 'Disable MFA',
   description:
-    "Ends the account's other sessions; the caller's own sign-in (named by its `refresh_token` cookie, else by its access token) is kept.",
+    "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. Ends the account's other sessions; the caller's own sign-in (named by its `refresh_token` cookie, else by its access token) is kept.",
   tags: ['mfa'],
   security: [{ bearer: [] }],
-  body: Type.Object({ code: Code }, { additionalProperties: false }),
-  response: { 204: NoContent, ...errors(400, 401, 429) },
+  body: Type.Object({ code: Code, password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
+  response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
 };
 
 export const disableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   app.post('/disable', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
     const user = await request.requireUser();
-    await disableMfa(deps, user['user-id'], request.body.code, ownSignIn(request));
+    const { code, password } = request.body;
+    await disableMfa(deps, user['user-id'], code, reauthentication(request, password), ownSignIn(request));
     return reply.code(204).send(null);
   });
 };

@@ -1,23 +1,26 @@
 /** POST /auth/mfa/generate: a new pending TOTP secret and its QR code for the signed-in user. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { bodyDefaultsToObject } from '../../routes/common.ts';
-import { errors } from '../../schemas.ts';
+import { bodyDefaultsToObject, reauthentication } from '../../routes/common.ts';
+import { errors, ReauthPassword } from '../../schemas.ts';
 import { generateMfaSecret, type MfaDeps } from '../mfa.ts';
 
 const schema = {
   summary: 'Generate a TOTP secret',
   description:
-    'Creates a pending secret; it becomes the active one only when confirmed with `/auth/mfa/enable`. While MFA is enabled the active secret keeps working.',
+    'Creates a pending secret; it becomes the active one only when confirmed with `/auth/mfa/enable`. While MFA is enabled the active secret keeps working. Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`.',
   tags: ['mfa'],
   security: [{ bearer: [] }],
-  body: Type.Object({}, { additionalProperties: false, description: 'No fields; the body may be omitted.' }),
+  body: Type.Object(
+    { password: Type.Optional(ReauthPassword) },
+    { additionalProperties: false, description: 'Only the optional `password`; the body may be omitted.' },
+  ),
   response: {
     200: Type.Object({
       image_url: Type.String({ description: 'QR code of the otpauth URI, `data:image/png;base64,…`' }),
       otp_secret: Type.String({ description: 'The secret in base32' }),
     }),
-    ...errors(400, 401, 429),
+    ...errors(400, 401, 403, 429, 503),
   },
 };
 
@@ -25,6 +28,6 @@ export const generateRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async
   // HBP clients post without a body; an absent body counts as `{}` (fields are still refused).
   app.post('/generate', { schema, preValidation: bodyDefaultsToObject }, async (request) => {
     const user = await request.requireUser();
-    return generateMfaSecret(deps, user['user-id']);
+    return generateMfaSecret(deps, user['user-id'], reauthentication(request, request.body.password));
   });
 };

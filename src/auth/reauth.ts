@@ -1,0 +1,65 @@
+/**
+ * Proof beyond a bearer token for sensitive changes. An access token proves a session, not the person
+ * holding it: stolen (an XSS, a log line, a shared machine) it works until it expires, and must not be
+ * enough to take the account for good (move its email, then reset the password there) or to lock the
+ * owner out (turn MFA on with the thief's secret). The sensitive changes are listed in the README
+ * ("Sensitive changes"); each calls `assertReauthenticated`, which accepts either
+ * - the current password sent with the request (`password`), checked under the same failure limit as
+ *   `POST /auth/login`, or
+ * - a sign-in within SENSITIVE_ACTION_WINDOW seconds, read from the access token's `auth_time`: the
+ *   instant of the sign-in that started the session, which refreshing never moves (sessions.ts).
+ */
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { emailKey, type Limiter } from '../http/rate-limit.ts';
+import type { AccountRow } from './accounts-store.ts';
+import { verifyPassword } from './passwords.ts';
+
+/** What a request offers as proof. */
+export interface Reauthentication {
+  /** `auth_time` (seconds) of the access token that authenticated the request, when it has one. */
+  readonly authTime?: number;
+  /** The current password, when the client sent one. */
+  readonly password?: string;
+  /** The request's limiter: wrong passwords count against the sign-in failure limit. */
+  readonly limiter: Limiter;
+}
+
+/** The account making the change. */
+export type ReauthSubject = Pick<AccountRow, 'id' | 'email' | 'password_hash'>;
+
+const NO_PASSWORD =
+  'This change needs a recent sign-in and this account has no password: sign in again, then retry.';
+
+/** True when the session's sign-in happened within SENSITIVE_ACTION_WINDOW seconds of now. */
+export function signedInRecently(ctx: AppContext, authTime: number | undefined): boolean {
+  if (authTime === undefined) return false;
+  return ctx.clock.now().getTime() - authTime * 1000 <= ctx.config.SENSITIVE_ACTION_WINDOW * 1000;
+}
+
+/**
+ * Throws unless the request proves more than a bearer token: 401 INCORRECT_PASSWORD for a wrong
+ * `password` (counted like a failed sign-in; 429 once the limit is reached), 403 REAUTHENTICATION_REQUIRED
+ * without a password and without a recent sign-in. Call before changing anything.
+ */
+export async function assertReauthenticated(
+  ctx: AppContext,
+  account: ReauthSubject,
+  proof: Reauthentication,
+): Promise<void> {
+  const c = ctx.config;
+  if (proof.password !== undefined) {
+    // POST /auth/login's key for wrong passwords: guesses here and there share one budget.
+    const key = `login:fail:${emailKey(account.email ?? account.id)}`;
+    await proof.limiter.assertUnder(key, c.RATE_LIMIT_LOGIN_EMAIL_MAX);
+    const stored = account.password_hash;
+    if (stored === null || !(await verifyPassword(c, stored, proof.password))) {
+      await proof.limiter.record(key, c.RATE_LIMIT_LOGIN_EMAIL_WINDOW);
+      throw new AppError('INCORRECT_PASSWORD');
+    }
+    await proof.limiter.reset(key);
+    return;
+  }
+  if (signedInRecently(ctx, proof.authTime)) return;
+  throw new AppError('REAUTHENTICATION_REQUIRED', account.password_hash === null ? NO_PASSWORD : undefined);
+}
