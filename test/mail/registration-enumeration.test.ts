@@ -161,6 +161,24 @@ for (const kind of dbKinds()) {
       assert.equal(await attempts(), before, 'no attempt left on the pending one');
     });
 
+    it('two registrations of a new address at once both get the answer of a new address', async () => {
+      const email = `racing-${++n}@example.com`;
+      const [a, b] = await Promise.all([
+        register({ email, password: 'first-racer' }),
+        register({ email, password: 'second-racer' }),
+      ]);
+      assert.deepEqual([a.statusCode, b.statusCode], [200, 200], `${a.body} ${b.body}`);
+      const { rows } = await t.ctx.db.query<{ accounts: number; attempts: number }>(
+        'TestRace',
+        `SELECT count(DISTINCT a.id)::int AS accounts, count(r.id)::int AS attempts
+           FROM auth.accounts a LEFT JOIN auth.registration_attempts r ON r.account_id = a.id
+          WHERE a.email = $1`,
+        [email],
+      );
+      assert.deepEqual(rows[0], { accounts: 1, attempts: 2 });
+      assert.equal(t.smtp.to(email).length, 2);
+    });
+
     it('refusals that depend on the request alone are the same for every address', async () => {
       const { fresh, pending, active } = await threeAddresses();
       for (const email of [fresh, pending, active]) {
