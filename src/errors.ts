@@ -67,6 +67,10 @@ export const ERRORS = {
   ROLES_NOT_ALLOWED: { status: 400, message: 'allowed roles must be a subset of ALLOWED_ROLES' },
   REDIRECT_NOT_ALLOWED: { status: 400, message: 'redirect_to is not an allowed redirect URL.' },
   ACCOUNT_EXISTS_INACTIVE: { status: 400, message: 'Account already exists but is not activated.' },
+  INVALID_USER_DATA: {
+    status: 400,
+    message: '"user_data" holds a value its column cannot store (wrong type, or refused by a constraint).',
+  },
   REDIRECT_NOT_CONFIGURED: { status: 500, message: 'REDIRECT_URL_SUCCESS is not configured.' },
   NOT_IMPLEMENTED: { status: 501, message: 'Not implemented.' },
   JWKS_NOT_AVAILABLE: { status: 501, message: 'JWKS is not implemented on this server.' },

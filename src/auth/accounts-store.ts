@@ -3,7 +3,7 @@
  * SQL lives here only; a duplicate email becomes the domain error ACCOUNT_EXISTS.
  */
 
-import { type Queryable, UniqueViolation } from '../db/database.ts';
+import { DatabaseError, type Queryable, UniqueViolation } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 
 export interface AccountRow {
@@ -31,6 +31,19 @@ export async function findAccountByEmail(db: Queryable, email: string): Promise<
   const { rows } = await db.query<AccountRow>(
     'FindAccountByEmail',
     `SELECT ${ACCOUNT_COLUMNS} FROM auth.accounts a WHERE a.email = $1::citext`,
+    [email],
+  );
+  return rows[0];
+}
+
+/**
+ * The account of `email`, its row locked until the transaction ends: a registration attempt and the
+ * activation of the same account then run one after the other.
+ */
+export async function lockAccountByEmail(tx: Queryable, email: string): Promise<AccountRow | undefined> {
+  const { rows } = await tx.query<AccountRow>(
+    'LockAccountByEmail',
+    `SELECT ${ACCOUNT_COLUMNS} FROM auth.accounts a WHERE a.email = $1::citext FOR UPDATE`,
     [email],
   );
   return rows[0];
@@ -124,22 +137,7 @@ export async function insertAccount(
   tx: Queryable,
   input: NewAccount,
 ): Promise<{ accountId: string; userId: string }> {
-  const columns = Object.keys(input.userData);
-  for (const c of columns) {
-    // Column names come from the schema (REGISTRATION_CUSTOM_FIELDS, validated as plain identifiers).
-    if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`not a plain column name: ${c}`);
-  }
-  const list = columns.map((c) => `"${c}"`).join(', ');
-  const { rows: users } = await tx.query<{ id: string }>(
-    'InsertUser',
-    columns.length === 0
-      ? 'INSERT INTO public.users DEFAULT VALUES RETURNING id'
-      : // jsonb_populate_record casts each JSON value to its column's type; unlisted columns keep their defaults.
-        `INSERT INTO public.users (${list})
-         SELECT ${list} FROM jsonb_populate_record(NULL::public.users, $1::jsonb)
-         RETURNING id`,
-    columns.length === 0 ? [] : [JSON.stringify(input.userData)],
-  );
+  const { rows: users } = await insertUserRow(tx, 'InsertUser', input.userData, 'id');
   const userId = (users[0] as { id: string }).id;
   let accountId: string;
   try {
@@ -156,19 +154,129 @@ export async function insertAccount(
     }
     throw err;
   }
-  if (input.roles.length > 0) {
-    await tx.query(
-      'InsertAccountRoles',
-      // Roles read back in the order given: each row's created_at is one microsecond after the previous
-      // one (clock_timestamp() alone can repeat on coarse clocks, and now() is fixed per transaction).
-      `INSERT INTO auth.account_roles (account_id, role, created_at)
-       SELECT $1, r.role, clock_timestamp() + r.ord * interval '1 microsecond'
-         FROM unnest($2::text[]) WITH ORDINALITY AS r(role, ord)
-       ON CONFLICT DO NOTHING`,
-      [accountId, input.roles],
-    );
-  }
+  await insertRoles(tx, accountId, input.roles);
   return { accountId, userId };
+}
+
+/** Column names come from the schema (REGISTRATION_CUSTOM_FIELDS, validated as plain identifiers). */
+function columnList(names: readonly string[]): string {
+  for (const c of names) {
+    if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`not a plain column name: ${c}`);
+  }
+  return names.map((c) => `"${c}"`).join(', ');
+}
+
+function insertUserRow<T>(tx: Queryable, name: string, userData: Record<string, unknown>, returning: string) {
+  const columns = Object.keys(userData);
+  const list = columnList(columns);
+  return tx.query<T>(
+    name,
+    columns.length === 0
+      ? `INSERT INTO public.users DEFAULT VALUES RETURNING ${returning}`
+      : // jsonb_populate_record casts each JSON value to its column's type; unlisted columns keep their defaults.
+        `INSERT INTO public.users (${list})
+         SELECT ${list} FROM jsonb_populate_record(NULL::public.users, $1::jsonb)
+         RETURNING ${returning}`,
+    columns.length === 0 ? [] : [JSON.stringify(userData)],
+  );
+}
+
+async function insertRoles(tx: Queryable, accountId: string, roles: readonly string[]): Promise<void> {
+  if (roles.length === 0) return;
+  await tx.query(
+    'InsertAccountRoles',
+    // Roles read back in the order given: each row's created_at is one microsecond after the previous
+    // one (clock_timestamp() alone can repeat on coarse clocks, and now() is fixed per transaction).
+    `INSERT INTO auth.account_roles (account_id, role, created_at)
+     SELECT $1, r.role, clock_timestamp() + r.ord * interval '1 microsecond'
+       FROM unnest($2::text[]) WITH ORDINALITY AS r(role, ord)
+     ON CONFLICT DO NOTHING`,
+    [accountId, roles],
+  );
+}
+
+/**
+ * Checks that `userData` fits public.users (types, NOT NULL, CHECK, unique columns) by inserting it and
+ * rolling the insert back (a savepoint, so triggers leave nothing either). Registration checks every
+ * request this way, whether or not the address has an account, so a refusal says nothing about it.
+ * Returns the row's display_name and avatar_url as the database would store them.
+ */
+export async function probeUserRow(
+  tx: Queryable,
+  userData: Record<string, unknown>,
+): Promise<{ display_name: string | null; avatar_url: string | null }> {
+  await tx.query('ProbeUserRowSavepoint', 'SAVEPOINT probe_user_row');
+  try {
+    const { rows } = await insertUserRow<{ display_name: string | null; avatar_url: string | null }>(
+      tx,
+      'ProbeUserRow',
+      userData,
+      'display_name, avatar_url',
+    );
+    return rows[0] as { display_name: string | null; avatar_url: string | null };
+  } catch (err) {
+    const state = err instanceof DatabaseError ? err.sqlState : undefined;
+    // Class 22 (a value of the wrong type or size) and 23 (a constraint) are the client's data.
+    if (err instanceof UniqueViolation || state?.startsWith('22') || state?.startsWith('23')) {
+      throw new AppError('INVALID_USER_DATA', undefined, { cause: err });
+    }
+    throw err;
+  } finally {
+    await tx.query('ProbeUserRowRollback', 'ROLLBACK TO SAVEPOINT probe_user_row');
+  }
+}
+
+/**
+ * Sets public.users columns of `userId`: those in `values` to their value, the other `reset` columns to
+ * their default. Unknown to `values` and not in `reset`: left as they are.
+ */
+export async function setUserFields(
+  tx: Queryable,
+  userId: string,
+  values: Record<string, unknown>,
+  reset: readonly string[],
+): Promise<void> {
+  const given = Object.keys(values);
+  const defaults = reset.filter((c) => !given.includes(c));
+  columnList([...given, ...defaults]);
+  const assignments = [...given.map((c) => `"${c}" = r."${c}"`), ...defaults.map((c) => `"${c}" = DEFAULT`)];
+  if (assignments.length === 0) return;
+  await tx.query(
+    'SetUserFields',
+    `UPDATE public.users SET ${assignments.join(', ')}
+       FROM jsonb_populate_record(NULL::public.users, $2::jsonb) AS r
+      WHERE public.users.id = $1`,
+    [userId, JSON.stringify(values)],
+  );
+}
+
+/** The columns among `names` that can go back to a default (nullable, or with a DEFAULT). */
+export async function resettableUserColumns(db: Queryable, names: readonly string[]): Promise<string[]> {
+  if (names.length === 0) return [];
+  const { rows } = await db.query<{ column_name: string }>(
+    'ResettableUserColumns',
+    `SELECT column_name FROM information_schema.columns
+      WHERE table_schema = 'public' AND table_name = 'users' AND column_name = ANY($1::text[])
+        AND (is_nullable = 'YES' OR column_default IS NOT NULL)`,
+    [names],
+  );
+  const ok = new Set(rows.map((r) => r.column_name));
+  return names.filter((n) => ok.has(n));
+}
+
+/** Replaces the account's password hash (NULL: none), default role and roles. */
+export async function setAccountCredentials(
+  tx: Queryable,
+  accountId: string,
+  input: { passwordHash: string | null; defaultRole: string; roles: readonly string[] },
+): Promise<void> {
+  await tx.query(
+    'SetAccountCredentials',
+    'UPDATE auth.accounts SET password_hash = $2, default_role = $3 WHERE id = $1',
+    [accountId, input.passwordHash, input.defaultRole],
+  );
+  await tx.query('DeleteAccountRoles', 'DELETE FROM auth.account_roles WHERE account_id = $1', [accountId]);
+  await insertRoles(tx, accountId, input.roles);
 }
 
 /** Roles among `roles` that auth.roles does not know (the foreign key would refuse them). */

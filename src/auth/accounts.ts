@@ -1,21 +1,17 @@
 /**
- * Account life cycle: registration, sign-in (password, anonymous, impersonation), activation, password
- * and email change, self-deletion. Route handlers call one function here each.
+ * Account life cycle: sign-in (password, anonymous, impersonation), password and email change,
+ * self-deletion. Route handlers call one function here each; registration and activation are in
+ * registration.ts.
  */
 import type { AppContext } from '../context.ts';
-import type { Database, Queryable } from '../db/database.ts';
+import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
-import { issueActivation } from '../mail/flows/activation.ts';
-import { setAccountLocale } from '../mail/mail-store.ts';
 import {
   type AccountProfile,
   type AccountRow,
-  activateAccount,
   deleteUser,
-  findAccountByEmail,
   findAccountByUserId,
   insertAccount,
-  loadProfile,
   loadProfileByEmail,
   passwordHashPrefixes,
   setPasswordHash,
@@ -31,17 +27,10 @@ import {
   verifyPassword,
 } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
-import type { PublicUser } from './schemas.ts';
+import { newestAttemptPasswordHash } from './registration-store.ts';
 import { secretsEqual } from './secrets.ts';
-import {
-  endAllSessions,
-  issueSession,
-  type OwnSignIn,
-  ownFamily,
-  publicUser,
-  type Session,
-} from './sessions.ts';
-import { consumeTicket, issueTicket, retireTickets } from './tickets-store.ts';
+import { endAllSessions, issueSession, type OwnSignIn, ownFamily, type Session } from './sessions.ts';
+import { issueTicket, retireTickets } from './tickets-store.ts';
 
 /** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
 export function emailDomainAllowed(allowed: readonly string[], email: string): boolean {
@@ -57,107 +46,6 @@ export function assertEmailDomain(ctx: AppContext, email: string, field = 'email
   if (!emailDomainAllowed(ctx.config.ALLOWED_EMAIL_DOMAINS, email)) {
     throw new AppError('EMAIL_DOMAIN_NOT_ALLOWED', `"${field}" is not in an authorised domain`);
   }
-}
-
-export interface RegisterInput {
-  email: string;
-  password?: string;
-  userData?: Record<string, unknown>;
-  registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
-  /** Target of the activation or magic link, already checked against ALLOWED_REDIRECT_URLS. */
-  redirectTo?: string;
-  /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
-  locale?: string;
-}
-
-export type RegisterResult = { user: PublicUser; session?: Session };
-
-/** Picks and checks the roles of a new account (contract §4.1 step 5). */
-export function chooseRoles(
-  ctx: AppContext,
-  opts: RegisterInput['registerOptions'],
-): { defaultRole: string; roles: string[] } {
-  const c = ctx.config;
-  if (
-    opts?.default_role !== undefined &&
-    opts.default_roles !== undefined &&
-    opts.default_role !== opts.default_roles
-  ) {
-    throw new AppError(
-      'VALIDATION',
-      '"register_options.default_roles" must match "register_options.default_role"',
-    );
-  }
-  const defaultRole = opts?.default_role ?? opts?.default_roles ?? c.DEFAULT_USER_ROLE;
-  const roles = [...new Set(opts?.allowed_roles ?? c.DEFAULT_ALLOWED_USER_ROLES)];
-  if (!roles.includes(defaultRole)) throw new AppError('DEFAULT_ROLE_NOT_ALLOWED');
-  if (roles.some((r) => !c.ALLOWED_USER_ROLES.includes(r))) throw new AppError('ROLES_NOT_ALLOWED');
-  return { defaultRole, roles };
-}
-
-/**
- * What every new account goes through before its insert: an allowed email that no account has, its roles
- * (contract §4.1), and its `public.users` row (display name defaults to the email).
- */
-export async function planNewAccount(
-  ctx: AppContext,
-  input: RegisterInput,
-): Promise<{ defaultRole: string; roles: string[]; userData: Record<string, unknown> }> {
-  assertEmailDomain(ctx, input.email);
-  const existing = await findAccountByEmail(ctx.db, input.email);
-  if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
-  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
-  return { defaultRole, roles, userData: { display_name: input.email, ...(input.userData ?? {}) } };
-}
-
-/** The public user of an account just created inactive in `tx`, its locale recorded for the emails it gets. */
-export async function pendingUser(tx: Queryable, accountId: string, locale?: string): Promise<PublicUser> {
-  if (locale) await setAccountLocale(tx, accountId, locale);
-  const profile = await loadProfile(tx, accountId);
-  if (!profile) throw new Error(`account ${accountId} has no profile inside its own transaction`);
-  return publicUser(profile);
-}
-
-/**
- * Creates an account with a password. Active accounts (AUTO_ACTIVATE_NEW_USERS) get a session; inactive
- * ones get no tokens at all (the spec; HBP handed tokens to inactive accounts) but an activation email,
- * sent inside the transaction.
- */
-export async function registerWithPassword(
-  ctx: AppContext,
-  input: RegisterInput & { password: string },
-): Promise<RegisterResult> {
-  const c = ctx.config;
-  const { defaultRole, roles, userData } = await planNewAccount(ctx, input);
-  await checkBreached(c, input.password);
-  const passwordHash = await hashPassword(c, input.password);
-  const active = c.AUTO_ACTIVATE_NEW_USERS;
-
-  type Created = { user: PublicUser; session?: Session };
-  return ctx.db.transaction(async (tx): Promise<Created> => {
-    const { accountId } = await insertAccount(tx, {
-      email: input.email,
-      passwordHash,
-      active,
-      isAnonymous: false,
-      defaultRole,
-      roles,
-      userData,
-    });
-    if (active) {
-      const session = await issueSession(ctx, accountId, { db: tx });
-      return { user: session.user, session };
-    }
-    const user = await pendingUser(tx, accountId, input.locale);
-    // Sent before commit: when SMTP refuses (503) the account is rolled back with its ticket.
-    await issueActivation(ctx, tx, {
-      accountId,
-      email: input.email,
-      displayName: user.display_name ?? input.email,
-      redirectTo: input.redirectTo,
-    });
-    return { user };
-  });
 }
 
 export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa'; ticket: string };
@@ -238,11 +126,16 @@ async function checkPassword(
   account: AccountRow | undefined,
   password: string,
 ): Promise<void> {
-  const stored = account?.password_hash ?? null;
+  // A pending account's password is its latest registration attempt's, not the account's (see
+  // registration.ts): the right one hears ACCOUNT_NOT_ACTIVATED, as before attempts existed.
+  const pending = account !== undefined && !account.active && account.password_hash === null;
+  const stored = pending
+    ? await newestAttemptPasswordHash(ctx.db, account.id)
+    : (account?.password_hash ?? null);
   if (!(await checkLoginPassword(ctx.config, stored, password, () => hashKindsInUse(ctx)))) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  if (account && stored !== null && needsRehash(ctx.config, stored)) {
+  if (account && !pending && stored !== null && needsRehash(ctx.config, stored)) {
     let fresh: string;
     try {
       fresh = await hashPassword(ctx.config, password);
@@ -268,23 +161,6 @@ export async function loginAnonymously(ctx: AppContext): Promise<Session> {
       userData: { display_name: 'Anonymous user' },
     });
     return issueSession(ctx, accountId, { db: tx });
-  });
-}
-
-/**
- * Activates the account of an 'activation' ticket and opens its first session; undefined when the ticket
- * is not valid. `redirectTo` is the checked `redirect_to` given at registration, if any.
- */
-export async function activateWithTicket(
-  ctx: AppContext,
-  ticket: string,
-): Promise<{ session: Session; redirectTo?: string } | undefined> {
-  return ctx.db.transaction(async (tx) => {
-    const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
-    if (!used) return undefined;
-    if (!(await activateAccount(tx, used.accountId))) return undefined;
-    const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
-    return { session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
   });
 }
 

@@ -58,3 +58,8 @@ export async function accountLocale(db: Queryable, accountId: string): Promise<s
   );
   return rows[0]?.locale ?? undefined;
 }
+
+/** Forgets the locale of an account's emails (the default templates again). */
+export async function clearAccountLocale(db: Queryable, accountId: string): Promise<void> {
+  await db.query('ClearAccountLocale', 'DELETE FROM auth.account_locales WHERE account_id = $1', [accountId]);
+}

@@ -17,12 +17,15 @@ export const TEMPLATE_NAMES = [
   'lost-password',
   'notify-email-change',
   'email-in-use',
+  'account-exists',
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
 /**
  * The variables every template sees. HBP's locals keep their names (`display_name`, `ticket`, `token`,
  * `url` = SERVER_URL, `action`, `action_url`); `link` is the full action link, `email` the recipient.
+ * String locals other than these service-made ones (`display_name`, `new_email`, …) are text a user
+ * chose, often someone other than the recipient: see userText.
  */
 export interface TemplateLocals {
   display_name: string;
@@ -49,6 +52,74 @@ const esc = (v: unknown): string =>
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
   );
 
+/**
+ * Locals the service makes itself (links, tickets, the recipient's own address): used as they are.
+ * Every other string local is user text (safeLocals).
+ */
+const SERVICE_LOCALS = new Set(['url', 'email', 'link', 'ticket', 'token', 'action', 'action_url', 'locale']);
+
+/** The longest user-chosen text an email shows, in characters. */
+export const USER_TEXT_MAX = 64;
+
+/** Bidirectional controls, which can make text read in another order than it is written. */
+const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+/** Characters mail clients build links around (scheme, host and path separators, their full-width twins). */
+const LINK_SEPARATORS = /([.:/\\@\u3002\uFF0E\uFF61\uFF1A\uFF0F])(?=\S)/g;
+const ZERO_WIDTH_SPACE = '\u200B';
+
+/** One line: control characters, line breaks and bidirectional controls removed. */
+function oneLine(value: string): string {
+  return value
+    .replace(/[\p{Cc}\p{Zl}\p{Zp}]+/gu, ' ')
+    .replace(BIDI, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/**
+ * Text a user chose, made safe to show in an email sent to someone who may not have chosen it: one line
+ * (control characters, line breaks and bidirectional controls removed), at most `max` characters (then
+ * an ellipsis), and not recognisable as a link or an address (a zero-width space after each `.`, `:`,
+ * `/`, `\`, `@`), so that no mail client turns `http://evil.example` into something to click. HTML
+ * escaping is left to the HTML rendering.
+ */
+export function userText(value: string, max = USER_TEXT_MAX): string {
+  const line = oneLine(value);
+  const chars = Array.from(line);
+  const cut =
+    chars.length > max
+      ? `${chars
+          .slice(0, max - 1)
+          .join('')
+          .trimEnd()}…`
+      : line;
+  return cut.replace(LINK_SEPARATORS, `$1${ZERO_WIDTH_SPACE}`);
+}
+
+/**
+ * User text already escaped for HTML. An operator's html.ejs gets user text in this form, so that it
+ * comes out escaped whether the template writes `<%= display_name %>` or `<%- display_name %>`.
+ */
+class EscapedText extends String {}
+
+const escapeHtml = (v: unknown): string => (v instanceof EscapedText ? v.valueOf() : esc(v));
+
+/** The locals with every user-chosen string made safe (userText); `html`: also escaped, as EscapedText. */
+function safeLocals(locals: TemplateLocals, html: boolean): TemplateLocals {
+  const out: TemplateLocals = { ...locals };
+  for (const [key, value] of Object.entries(locals)) {
+    if (SERVICE_LOCALS.has(key) || typeof value !== 'string') continue;
+    // An address (`new_email`…) passed the schema's email format: shown whole, so it can be checked.
+    const text = key.endsWith('email') ? oneLine(value) : userText(value);
+    out[key] = html ? new EscapedText(esc(text)) : text;
+  }
+  return out;
+}
+
+/** Registration links that will not keep a password or choice (see auth/registration.ts) say so. */
+const CHOICES_NOT_KEPT =
+  'This address received more than one request (to register, or to send this link again), so for your safety this link confirms the address without keeping a password or settings chosen when registering: once confirmed, you can choose a password (“Forgot password?” on the sign-in page).';
+
 interface Default {
   subject(l: TemplateLocals): string;
   /** Paragraphs of the message; the action link is added after them as a button and as text. */
@@ -62,7 +133,10 @@ const DEFAULTS: Record<TemplateName, Default> = {
     subject: () => 'Confirm your email address',
     lines: (l) => [`Hello ${l.display_name},`, 'Please confirm your email address to activate your account.'],
     button: 'Activate my account',
-    after: () => ['If you did not create an account, you can ignore this email.'],
+    after: (l) => [
+      ...(l.keeps_choices === false ? [CHOICES_NOT_KEPT] : []),
+      'If you did not create an account, you can ignore this email.',
+    ],
   },
   'magic-link': {
     subject: (l) => `Secure ${l.action ?? 'log in'} link`,
@@ -71,7 +145,10 @@ const DEFAULTS: Record<TemplateName, Default> = {
       `Use the link below to ${l.action ?? 'log in'}. It works once and expires soon.`,
     ],
     button: 'Continue',
-    after: () => ['If you did not ask for this link, you can ignore this email.'],
+    after: (l) => [
+      ...(l.keeps_choices === false ? [CHOICES_NOT_KEPT] : []),
+      'If you did not ask for this link, you can ignore this email.',
+    ],
   },
   'change-email': {
     subject: () => 'Change your email address',
@@ -111,6 +188,18 @@ const DEFAULTS: Record<TemplateName, Default> = {
       'If it was you, sign in with this address instead. If not, you can ignore this email.',
     ],
     button: 'Open the application',
+  },
+  'account-exists': {
+    subject: () => 'You already have an account',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      'Someone, perhaps you, tried to create an account with this email address. You already have one, so nothing was changed.',
+      l.lost_password === false
+        ? 'Sign in with your password.'
+        : 'Sign in with your password; if you forgot it, ask for a new one from the sign-in page.',
+    ],
+    button: 'Sign in',
+    after: () => ['If you did not try to register, you can ignore this email.'],
   },
 };
 
@@ -168,17 +257,18 @@ function findFile(dirs: string[], file: string): string | undefined {
  * `<%= %>` escapes HTML only in html.ejs: in a subject or a text part the escapes would show as is.
  */
 function renderEjs(file: string, locals: TemplateLocals, html: boolean): string {
-  return ejs.render(readFileSync(file, 'utf8'), locals, {
+  return ejs.render(readFileSync(file, 'utf8'), safeLocals(locals, html), {
     filename: file,
     async: false,
-    ...(html ? {} : { escape: (v: unknown) => String(v ?? '') }),
+    escape: html ? escapeHtml : (v: unknown) => String(v ?? ''),
   });
 }
 
 /**
  * Renders `name` with `locals`. Each of subject, html and text comes from the first override file found
  * (locale folder, then template folder) and otherwise from the built-in text. Files are read on every
- * render so an operator's edits apply without a restart.
+ * render so an operator's edits apply without a restart. User-chosen locals are made safe here, for
+ * every template alike (safeLocals).
  */
 export function renderTemplate(
   templatesDir: string,
@@ -189,7 +279,8 @@ export function renderTemplate(
   const subjectFile = findFile(dirs, 'subject.ejs');
   const htmlFile = findFile(dirs, 'html.ejs');
   const textFile = findFile(dirs, 'text.ejs');
-  const fallback = subjectFile && htmlFile && textFile ? undefined : renderDefault(name, locals);
+  const fallback =
+    subjectFile && htmlFile && textFile ? undefined : renderDefault(name, safeLocals(locals, false));
   const subject = subjectFile ? renderEjs(subjectFile, locals, false) : (fallback as RenderedEmail).subject;
   const html = htmlFile ? renderEjs(htmlFile, locals, true) : (fallback as RenderedEmail).html;
   const text = textFile

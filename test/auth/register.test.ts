@@ -228,6 +228,18 @@ for (const kind of dbKinds()) {
       assert.equal(claims['x-hasura-company-id'], '1337');
     });
 
+    it('refuses user_data its column cannot store with 400 INVALID_USER_DATA, leaving nothing behind', async () => {
+      const before = await snapshot(t);
+      const res = await register(t, {
+        email: newEmail(),
+        password: 'long enough',
+        user_data: { display_name: 'Ada', company_id: 'not a number' },
+      });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(res.json().code, 'INVALID_USER_DATA');
+      assert.equal(await snapshot(t), before);
+    });
+
     it('refuses user_data keys outside REGISTRATION_CUSTOM_FIELDS', async () => {
       const res = await register(t, {
         email: newEmail(),
@@ -290,8 +302,12 @@ for (const kind of dbKinds()) {
         ),
         1,
       );
+      // A second registration of the pending address answers like the first (no enumeration), with an
+      // id that is not the account's.
       const again = await register(t, { email, password: 'long enough' });
-      assert.equal(again.json().message, 'Account already exists but is not activated.');
+      assert.equal(again.statusCode, 200, again.body);
+      assert.deepEqual(Object.keys(again.json()), ['user']);
+      assert.notEqual(again.json().user.id, res.json().user.id);
     });
 
     it('refuses to sign in before activation, only after a correct password', async () => {

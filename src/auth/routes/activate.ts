@@ -8,7 +8,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
-import { activateWithTicket } from '../accounts.ts';
+import { activateWithTicket } from '../registration.ts';
 import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
 
 /** Adds a query parameter to a configured URL, keeping its own query and fragment. */

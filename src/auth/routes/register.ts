@@ -1,13 +1,16 @@
-/** POST /auth/register: create an account with email and password (contract §4.1, spec §4.1). */
+/**
+ * POST /auth/register: create an account with email and password, or without a password when
+ * MAGIC_LINK_ENABLED (contract §4.1, spec §4.1). With AUTO_ACTIVATE_NEW_USERS=false the answer is the same
+ * for a new, a pending and an active address (see auth/registration.ts).
+ */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { emailKey } from '../../http/rate-limit.ts';
-import { registerWithMagicLink } from '../../mail/flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { Locale } from '../../mail/templates.ts';
-import { registerWithPassword } from '../accounts.ts';
+import { register } from '../registration.ts';
 import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
@@ -75,7 +78,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         tags: ['auth'],
         summary: 'Register with email and password',
         description:
-          'With AUTO_ACTIVATE_NEW_USERS the account is active and a session is returned; otherwise only `user` is returned and an activation ticket is emailed.',
+          'With AUTO_ACTIVATE_NEW_USERS the account is active and a session is returned; otherwise only `user` is returned and an activation link is emailed. Without auto-activation the answer is the same whether the address is new, pending or taken (a taken address gets a `user.id` that belongs to no account, and its mailbox an email saying it already has an account).',
         body: bodySchema(ctx),
         response: {
           200: Type.Union([Session, Type.Object({ user: User })]),
@@ -100,17 +103,9 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
     async (request, reply) => {
       const body = request.body as unknown as RegisterBody;
       const redirectTo = checkRedirect(c, body.redirect_to);
-      if (body.password === undefined) {
-        // Only reachable with MAGIC_LINK_ENABLED (the schema requires a password otherwise).
-        return registerWithMagicLink(ctx, {
-          email: body.email,
-          userData: body.user_data,
-          registerOptions: body.register_options,
-          redirectTo,
-          locale: body.locale,
-        });
-      }
-      const result = await registerWithPassword(ctx, {
+      // Without a password (only with MAGIC_LINK_ENABLED: the schema requires one otherwise) the account
+      // is activated by a magic link.
+      const result = await register(ctx, {
         email: body.email,
         password: body.password,
         userData: body.user_data,

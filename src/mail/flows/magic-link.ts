@@ -4,15 +4,8 @@
  * carries a 'magic-link' ticket: random, stored hashed, single use, MAGIC_LINK_EXPIRES_IN minutes, and
  * delivered only by email; the session is opened when the link is followed.
  */
-import { pendingUser, planNewAccount, type RegisterInput } from '../../auth/accounts.ts';
-import {
-  activateAccount,
-  findAccountByEmail,
-  findAccountById,
-  insertAccount,
-  loadProfile,
-} from '../../auth/accounts-store.ts';
-import type { PublicUser } from '../../auth/schemas.ts';
+import { findAccountByEmail, findAccountById, loadProfile } from '../../auth/accounts-store.ts';
+import { completeRegistration } from '../../auth/registration.ts';
 import { issueSession } from '../../auth/sessions.ts';
 import { consumeTicket, issueTicket } from '../../auth/tickets-store.ts';
 import type { AppContext } from '../../context.ts';
@@ -30,16 +23,26 @@ export interface MagicLinkInput {
   displayName: string;
   action: MagicAction;
   redirectTo?: string;
+  /** `register`: the registration attempt whose choices the link may apply (see auth/registration.ts). */
+  attemptId?: string;
+  /** Template locale; the account's when not given. */
+  locale?: string;
+  /** `register`: false when following the link will keep no choice made at registration. */
+  keepsChoices?: boolean;
+  /** Keep the account's earlier magic links valid (another registration attempt's link). */
+  keepEarlier?: boolean;
 }
 
 /** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
 export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: MagicLinkInput): Promise<void> {
   const payload: Record<string, unknown> = { action: input.action };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
+  if (input.attemptId) payload.attempt_id = input.attemptId;
   const { ticket: token } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
     accountId: input.accountId,
     purpose: 'magic-link',
     payload,
+    keepEarlier: input.keepEarlier,
   });
   const link = serviceLink(ctx.config, '/auth/magic-link', { action: input.action, token });
   await ctx.mailer.send({
@@ -54,7 +57,8 @@ export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: Magi
       // HBP's locals: `action` is shown in the text, `action_url` goes into the link.
       action: input.action === 'register' ? 'register' : 'log in',
       action_url: input.action,
-      locale: await accountLocale(tx, input.accountId),
+      ...(input.action === 'register' ? { keeps_choices: input.keepsChoices ?? true } : {}),
+      locale: input.locale ?? (await accountLocale(tx, input.accountId)),
     },
     headers: { 'X-Token': token },
   });
@@ -62,39 +66,6 @@ export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: Magi
 
 function requireEmails(ctx: AppContext): void {
   if (ctx.mailer.mode === 'disabled') throw new AppError('EMAILS_DISABLED');
-}
-
-/**
- * Password-less registration: an inactive account without a password, activated when its link is
- * followed. No tokens are returned, even with AUTO_ACTIVATE_NEW_USERS: the address is not proven yet.
- * The email is sent before the account is committed (503 and no account when SMTP fails).
- */
-export async function registerWithMagicLink(
-  ctx: AppContext,
-  input: Omit<RegisterInput, 'password'> & { redirectTo?: string },
-): Promise<{ user: PublicUser }> {
-  requireEmails(ctx);
-  const { defaultRole, roles, userData } = await planNewAccount(ctx, input);
-  return ctx.db.transaction(async (tx) => {
-    const { accountId } = await insertAccount(tx, {
-      email: input.email,
-      passwordHash: null,
-      active: false,
-      isAnonymous: false,
-      defaultRole,
-      roles,
-      userData,
-    });
-    const user = await pendingUser(tx, accountId, input.locale);
-    await issueMagicLink(ctx, tx, {
-      accountId,
-      email: input.email,
-      displayName: user.display_name ?? input.email,
-      action: 'register',
-      redirectTo: input.redirectTo,
-    });
-    return { user };
-  });
 }
 
 /**
@@ -137,7 +108,7 @@ export async function followMagicLink(
     if (!used || used.payload.action !== input.action) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     if (input.action === 'register') {
-      if (!(await activateAccount(tx, used.accountId))) return undefined;
+      if (!(await completeRegistration(ctx, tx, used))) return undefined;
     }
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;

@@ -1,0 +1,397 @@
+/**
+ * Registration and activation.
+ *
+ * With AUTO_ACTIVATE_NEW_USERS=false (and for password-less registration) an account waits for its
+ * address to be proven by a link followed from the mailbox. Anyone can ask to register any address, so
+ * until then nothing a request chose is put on the account: each request is a registration attempt
+ * (auth.registration_attempts) holding its password hash, roles, default role, user fields and locale,
+ * and its link names that attempt. The pending account row holds no password and the default roles.
+ * Following a link activates the account and gives it the choices of the link's own attempt, but only
+ * when no other link was live beside it: when the address received more than one request (a second
+ * registration, a resend), the mailbox's owner cannot tell whose link is whose, so activation proves the
+ * address and opens a session but keeps no password and no choice (defaults; the owner sets a password
+ * with the reset flow or change-password). See the README, "Registration and activation".
+ *
+ * Registration also answers the same for a new, a pending and an active address (status, body and
+ * time: the password is hashed either way); the mailbox learns which it was by email.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AppContext } from '../context.ts';
+import type { Queryable } from '../db/database.ts';
+import { AppError } from '../errors.ts';
+import { issueActivation, sendAccountExists } from '../mail/flows/activation.ts';
+import { issueMagicLink } from '../mail/flows/magic-link.ts';
+import { accountLocale, clearAccountLocale, setAccountLocale } from '../mail/mail-store.ts';
+import { assertEmailDomain } from './accounts.ts';
+import {
+  type AccountRow,
+  activateAccount,
+  findAccountByEmail,
+  findAccountById,
+  insertAccount,
+  lockAccountByEmail,
+  probeUserRow,
+  resettableUserColumns,
+  setAccountCredentials,
+  setUserFields,
+} from './accounts-store.ts';
+import { checkBreached, hashPassword } from './passwords.ts';
+import {
+  type AttemptRow,
+  attemptsLiveSince,
+  deleteAttempts,
+  findAttempt,
+  insertAttempt,
+  newestAttempt,
+  purgeStaleAttempts,
+} from './registration-store.ts';
+import type { PublicUser } from './schemas.ts';
+import { issueSession, type Session } from './sessions.ts';
+import { type ConsumedTicket, consumeTicket, retireTickets, ticketLifetimeMinutes } from './tickets-store.ts';
+
+export interface RegisterInput {
+  email: string;
+  /** Absent: password-less registration (MAGIC_LINK_ENABLED), activated by a magic link. */
+  password?: string;
+  userData?: Record<string, unknown>;
+  registerOptions?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
+  /** Target of the activation or magic link, already checked against ALLOWED_REDIRECT_URLS. */
+  redirectTo?: string;
+  /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
+  locale?: string;
+}
+
+export type RegisterResult = { user: PublicUser; session?: Session };
+
+/** Picks and checks the roles of a new account (contract §4.1 step 5). */
+export function chooseRoles(
+  ctx: AppContext,
+  opts: RegisterInput['registerOptions'],
+): { defaultRole: string; roles: string[] } {
+  const c = ctx.config;
+  if (
+    opts?.default_role !== undefined &&
+    opts.default_roles !== undefined &&
+    opts.default_role !== opts.default_roles
+  ) {
+    throw new AppError(
+      'VALIDATION',
+      '"register_options.default_roles" must match "register_options.default_role"',
+    );
+  }
+  const defaultRole = opts?.default_role ?? opts?.default_roles ?? c.DEFAULT_USER_ROLE;
+  const roles = [...new Set(opts?.allowed_roles ?? c.DEFAULT_ALLOWED_USER_ROLES)];
+  if (!roles.includes(defaultRole)) throw new AppError('DEFAULT_ROLE_NOT_ALLOWED');
+  if (roles.some((r) => !c.ALLOWED_USER_ROLES.includes(r))) throw new AppError('ROLES_NOT_ALLOWED');
+  return { defaultRole, roles };
+}
+
+/** What one registration request asks for, checked and hashed. */
+interface Plan {
+  email: string;
+  passwordless: boolean;
+  passwordHash: string | null;
+  defaultRole: string;
+  roles: string[];
+  /** public.users columns: display_name (defaults to the email) and REGISTRATION_CUSTOM_FIELDS. */
+  userData: Record<string, unknown>;
+  locale?: string;
+  redirectTo?: string;
+}
+
+/**
+ * POST /auth/register. With AUTO_ACTIVATE_NEW_USERS and a password: an active account and a session.
+ * Otherwise an account waiting for activation (see the module comment) and `{user}` only. Every refusal
+ * that depends on the request alone (domain, roles, breached password, user fields) comes before the
+ * address is looked up, so it is the same for every address.
+ */
+export async function register(ctx: AppContext, input: RegisterInput): Promise<RegisterResult> {
+  const c = ctx.config;
+  const passwordless = input.password === undefined;
+  if (passwordless && ctx.mailer.mode === 'disabled') throw new AppError('EMAILS_DISABLED');
+  assertEmailDomain(ctx, input.email);
+  // Auto-activation answers a new address with tokens, which a taken address cannot get: the spec forces
+  // a difference there, so the refusal is said at once (HBP's messages).
+  const uniform = !c.AUTO_ACTIVATE_NEW_USERS;
+  if (!uniform) {
+    const existing = await findAccountByEmail(ctx.db, input.email);
+    if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
+  }
+  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  let passwordHash: string | null = null;
+  if (input.password !== undefined) {
+    await checkBreached(c, input.password);
+    // Hashed whether or not the address is taken, so the time of the answer does not tell.
+    passwordHash = await hashPassword(c, input.password);
+  }
+  const plan: Plan = {
+    email: input.email,
+    passwordless,
+    passwordHash,
+    defaultRole,
+    roles,
+    userData: { display_name: input.email, ...(input.userData ?? {}) },
+    locale: input.locale,
+    redirectTo: input.redirectTo,
+  };
+  if (c.AUTO_ACTIVATE_NEW_USERS && !passwordless) return registerActive(ctx, plan);
+  try {
+    return await registerPending(ctx, plan, uniform);
+  } catch (err) {
+    // Two registrations of a new address raced and the other one created the account: this request
+    // is now an attempt on it, answered like any other.
+    if (uniform && err instanceof AppError && err.code === 'ACCOUNT_EXISTS') {
+      return registerPending(ctx, plan, uniform);
+    }
+    throw err;
+  }
+}
+
+function registrationUser(
+  id: string,
+  email: string,
+  fields: { display_name: string | null; avatar_url: string | null },
+): PublicUser {
+  const user: PublicUser = { id, display_name: fields.display_name, email };
+  if (typeof fields.avatar_url === 'string') user.avatar_url = fields.avatar_url;
+  return user;
+}
+
+async function registerActive(ctx: AppContext, plan: Plan): Promise<RegisterResult> {
+  return ctx.db.transaction(async (tx) => {
+    await probeUserRow(tx, plan.userData);
+    const { accountId } = await insertAccount(tx, {
+      email: plan.email,
+      passwordHash: plan.passwordHash,
+      active: true,
+      isAnonymous: false,
+      defaultRole: plan.defaultRole,
+      roles: plan.roles,
+      userData: plan.userData,
+    });
+    if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
+    const session = await issueSession(ctx, accountId, { db: tx });
+    return { user: session.user, session };
+  });
+}
+
+/**
+ * A registration that waits for the address to be proven. The emails go out inside the transaction:
+ * when SMTP refuses (503) nothing is left behind, for a new address as for a taken one.
+ */
+async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): Promise<RegisterResult> {
+  const sends = ctx.mailer.mode !== 'disabled';
+  return ctx.db.transaction(async (tx) => {
+    const fields = await probeUserRow(tx, plan.userData);
+    const existing = await lockAccountByEmail(tx, plan.email);
+    if (existing && !uniform) {
+      throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
+    }
+    if (!existing) {
+      // The first request's user fields go on the row (the operator's NOT NULL or CHECK columns hold, as
+      // before); activation overwrites them. Without emails no link can prove the address: the account
+      // waits for an operator, who activates the registrant's choices as given.
+      const pendingDefaults = chooseRoles(ctx, undefined);
+      const { accountId, userId } = await insertAccount(tx, {
+        email: plan.email,
+        passwordHash: sends ? null : plan.passwordHash,
+        active: false,
+        isAnonymous: false,
+        defaultRole: sends ? pendingDefaults.defaultRole : plan.defaultRole,
+        roles: sends ? pendingDefaults.roles : plan.roles,
+        userData: plan.userData,
+      });
+      if (sends) await addAttempt(ctx, tx, { id: accountId, email: plan.email }, plan, fields.display_name);
+      else if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
+      return { user: registrationUser(userId, plan.email, fields) };
+    }
+    // A taken address gets the answer of a new one, with an id that belongs to no account (a new random
+    // uuid each time); its mailbox is told the truth.
+    if (sends && existing.email !== null) {
+      const account = { id: existing.id, email: existing.email };
+      if (existing.active) {
+        await sendAccountExists(ctx, tx, { ...account, locale: plan.locale, redirectTo: plan.redirectTo });
+      } else {
+        await addAttempt(ctx, tx, account, plan, fields.display_name);
+      }
+    }
+    return { user: registrationUser(randomUUID(), plan.email, fields) };
+  });
+}
+
+/** The longest life of a registration link, in milliseconds. */
+function longestLinkMs(ctx: AppContext): number {
+  const c = ctx.config;
+  return Math.max(ticketLifetimeMinutes(c, 'activation'), ticketLifetimeMinutes(c, 'magic-link')) * 60_000;
+}
+
+/**
+ * Records an attempt for the pending account and emails its link. Earlier attempts' links stay valid
+ * (whichever the owner follows activates the account), but from now on none of them keeps its choices.
+ */
+async function addAttempt(
+  ctx: AppContext,
+  tx: Queryable,
+  account: { id: string; email: string },
+  plan: Plan,
+  displayName: string | null,
+): Promise<void> {
+  const now = ctx.clock.now();
+  const purpose = plan.passwordless ? 'magic-link' : 'activation';
+  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(ctx)));
+  const others = await attemptsLiveSince(tx, account.id, now);
+  const attemptId = randomUUID();
+  await insertAttempt(tx, {
+    id: attemptId,
+    accountId: account.id,
+    kind: plan.passwordless ? 'passwordless' : 'password',
+    passwordHash: plan.passwordHash,
+    defaultRole: plan.defaultRole,
+    roles: plan.roles,
+    userData: plan.userData,
+    locale: plan.locale ?? null,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(ctx.config, purpose) * 60_000),
+  });
+  const link = {
+    accountId: account.id,
+    email: account.email,
+    displayName: displayName ?? account.email,
+    redirectTo: plan.redirectTo,
+    attemptId,
+    locale: plan.locale ?? (await accountLocale(tx, account.id)),
+    keepsChoices: others === 0,
+    keepEarlier: true,
+  };
+  if (plan.passwordless) await issueMagicLink(ctx, tx, { ...link, action: 'register' });
+  else await issueActivation(ctx, tx, link);
+}
+
+/**
+ * POST /auth/activate/resend for a pending account (locked by the caller): a fresh link that replaces
+ * the earlier ones. It is itself an attempt that chose nothing, so it never keeps a password or a choice:
+ * whoever asked for it may not be whoever registered, and the owner cannot tell the links apart.
+ */
+export async function resendRegistration(
+  ctx: AppContext,
+  tx: Queryable,
+  account: AccountRow & { email: string },
+  redirectTo: string | undefined,
+): Promise<void> {
+  const now = ctx.clock.now();
+  const newest = await newestAttempt(tx, account.id);
+  // A magic register link when the latest registration was password-less (accounts from before
+  // attempts: when the account has no password), else an activation link.
+  const passwordless =
+    ctx.config.MAGIC_LINK_ENABLED &&
+    (newest ? newest.kind === 'passwordless' : account.password_hash === null);
+  const purpose = passwordless ? 'magic-link' : 'activation';
+  await retireTickets(tx, now, account.id, 'activation');
+  await retireTickets(tx, now, account.id, 'magic-link');
+  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(ctx)));
+  const attemptId = randomUUID();
+  await insertAttempt(tx, {
+    id: attemptId,
+    accountId: account.id,
+    kind: 'resend',
+    passwordHash: null,
+    defaultRole: null,
+    roles: null,
+    userData: null,
+    locale: null,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(ctx.config, purpose) * 60_000),
+  });
+  const link = {
+    accountId: account.id,
+    email: account.email,
+    // Nobody's chosen name: the resend may come from someone else than the registrant.
+    displayName: account.email,
+    redirectTo,
+    attemptId,
+    locale: newest?.locale ?? (await accountLocale(tx, account.id)),
+    keepsChoices: false,
+  };
+  if (passwordless) await issueMagicLink(ctx, tx, { ...link, action: 'register' });
+  else await issueActivation(ctx, tx, link);
+}
+
+/**
+ * GET /auth/activate: uses up an 'activation' ticket, activates its account (see completeRegistration)
+ * and opens its first session; undefined when the ticket is not valid. `redirectTo` is the checked
+ * `redirect_to` given at registration, if any.
+ */
+export async function activateWithTicket(
+  ctx: AppContext,
+  ticket: string,
+): Promise<{ session: Session; redirectTo?: string } | undefined> {
+  return ctx.db.transaction(async (tx) => {
+    const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
+    if (!used) return undefined;
+    if (!(await completeRegistration(ctx, tx, used))) return undefined;
+    const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
+    return { session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
+  });
+}
+
+/**
+ * Activates the pending account of a followed registration link (activation or magic register link;
+ * the ticket is already used up). The account gets the choices of the link's own attempt only when no
+ * other attempt's link was live while this one was (or sent after it); otherwise, for a resent link and
+ * for links issued before attempts existed, it gets the defaults: no password, DEFAULT_USER_ROLE and
+ * DEFAULT_ALLOWED_USER_ROLES, display name = the email, REGISTRATION_CUSTOM_FIELDS at their column
+ * defaults, no locale. Every other registration link of the account stops working. False when the
+ * account is not pending any more.
+ */
+export async function completeRegistration(
+  ctx: AppContext,
+  tx: Queryable,
+  used: ConsumedTicket,
+): Promise<boolean> {
+  if (!(await activateAccount(tx, used.accountId))) return false;
+  const account = (await findAccountById(tx, used.accountId)) as AccountRow;
+  const attemptId = used.payload.attempt_id;
+  const attempt = typeof attemptId === 'string' ? await findAttempt(tx, account.id, attemptId) : undefined;
+  const alone =
+    attempt !== undefined &&
+    attempt.kind !== 'resend' &&
+    (await attemptsLiveSince(tx, account.id, attempt.created_at, attempt.id)) === 0;
+  await grantChoices(ctx, tx, account, alone ? attempt : undefined);
+  await deleteAttempts(tx, account.id);
+  const now = ctx.clock.now();
+  await retireTickets(tx, now, account.id, 'activation');
+  await retireTickets(tx, now, account.id, 'magic-link');
+  return true;
+}
+
+/** Writes the attempt's choices on the account, or the defaults when there is no attempt to keep. */
+async function grantChoices(
+  ctx: AppContext,
+  tx: Queryable,
+  account: AccountRow,
+  attempt: AttemptRow | undefined,
+): Promise<void> {
+  const c = ctx.config;
+  let roles = chooseRoles(ctx, undefined);
+  if (attempt?.roles && attempt.default_role) {
+    try {
+      // Checked again: the role settings may have changed since the registration.
+      roles = chooseRoles(ctx, { allowed_roles: attempt.roles, default_role: attempt.default_role });
+    } catch {
+      // No longer allowed: the defaults.
+    }
+  }
+  await setAccountCredentials(tx, account.id, {
+    passwordHash: attempt?.password_hash ?? null,
+    defaultRole: roles.defaultRole,
+    roles: roles.roles,
+  });
+  // Registration fields the attempt did not set go back to their defaults; a NOT NULL column without a
+  // default has none to go back to and keeps the first registration's value.
+  const reset = await resettableUserColumns(tx, [
+    ...new Set(['display_name', ...c.REGISTRATION_CUSTOM_FIELDS]),
+  ]);
+  await setUserFields(tx, account.user_id, attempt?.user_data ?? { display_name: account.email }, reset);
+  if (attempt?.locale) await setAccountLocale(tx, account.id, attempt.locale);
+  else await clearAccountLocale(tx, account.id);
+}
