@@ -1,8 +1,9 @@
 /**
  * Rate limits: fixed-window counters per key, in memory or in Redis (REDIS_URL) so that several instances
  * share them. The global limit (MAX_REQUESTS per TIME_FRAME per client IP, health routes excepted) runs on
- * every request; routes add tighter limits through `app.limiter` (login per IP and per email, register,
- * token refresh). Over a limit: 429 with `Retry-After`. RATE_LIMIT_ENABLED=false turns everything off.
+ * every request; routes add tighter limits through `app.limiter` (login, register and token refresh per
+ * IP, emails per address) and limit credential guesses through `app.guesses` (guesses.ts). Over a limit:
+ * 429 with `Retry-After`. RATE_LIMIT_ENABLED=false turns everything off.
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -10,6 +11,7 @@ import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { type GuessLimiter, makeGuessLimiter } from './guesses.ts';
 
 export interface Count {
   count: number;
@@ -18,10 +20,15 @@ export interface Count {
 }
 
 export interface CounterStore {
-  /** Adds one to `key` (starting a window of `windowMs` on the first hit) and returns the new count. */
-  increment(key: string, windowMs: number): Promise<Count>;
+  /**
+   * Adds one to `key` (starting a window of `windowMs` on the first hit) and returns the new count.
+   * `slide`: every hit restarts the window, so the count is forgotten only after `windowMs` of quiet.
+   */
+  increment(key: string, windowMs: number, slide?: boolean): Promise<Count>;
   /** The current count of `key`, without counting. */
   peek(key: string): Promise<Count | undefined>;
+  /** Takes back one hit of `key` (a count never goes below 0; the window is unchanged). */
+  release(key: string): Promise<void>;
   reset(key: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -37,7 +44,7 @@ export class MemoryStore implements CounterStore {
     const t = this.now();
     for (const [k, v] of this.counts) if (v.resetAt <= t) this.counts.delete(k);
   }
-  async increment(key: string, windowMs: number): Promise<Count> {
+  async increment(key: string, windowMs: number, slide = false): Promise<Count> {
     const t = this.now();
     let e = this.counts.get(key);
     if (!e || e.resetAt <= t) {
@@ -45,12 +52,17 @@ export class MemoryStore implements CounterStore {
       this.counts.set(key, e);
     }
     e.count += 1;
+    if (slide) e.resetAt = t + windowMs;
     return { count: e.count, resetInMs: e.resetAt - t };
   }
   async peek(key: string): Promise<Count | undefined> {
     const t = this.now();
     const e = this.counts.get(key);
     return e && e.resetAt > t ? { count: e.count, resetInMs: e.resetAt - t } : undefined;
+  }
+  async release(key: string): Promise<void> {
+    const e = this.counts.get(key);
+    if (e && e.resetAt > this.now() && e.count > 0) e.count -= 1;
   }
   async reset(key: string): Promise<void> {
     this.counts.delete(key);
@@ -61,12 +73,18 @@ export class MemoryStore implements CounterStore {
 }
 
 // INCR and the expiry of a new window in one atomic step, so instances never disagree on the window.
+// ARGV[2] = '1' restarts the window on every hit (a sliding one).
 const INCREMENT = `
 local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+if c == 1 or ARGV[2] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {c, ttl}`;
+
+const RELEASE = `
+local c = tonumber(redis.call('GET', KEYS[1]))
+if c and c > 0 then redis.call('DECR', KEYS[1]) end
+return 0`;
 
 export class RedisStore implements CounterStore {
   private readonly redis: Redis;
@@ -78,11 +96,14 @@ export class RedisStore implements CounterStore {
     // Connection problems surface as failed commands (handled by the caller); don't crash on the event.
     this.redis.on('error', () => {});
   }
-  async increment(key: string, windowMs: number): Promise<Count> {
-    const [count, ttl] = (await this.redis.eval(INCREMENT, 1, this.prefix + key, String(windowMs))) as [
-      number,
-      number,
-    ];
+  async increment(key: string, windowMs: number, slide = false): Promise<Count> {
+    const [count, ttl] = (await this.redis.eval(
+      INCREMENT,
+      1,
+      this.prefix + key,
+      String(windowMs),
+      slide ? '1' : '0',
+    )) as [number, number];
     return { count, resetInMs: ttl };
   }
   async peek(key: string): Promise<Count | undefined> {
@@ -91,6 +112,9 @@ export class RedisStore implements CounterStore {
       this.redis.pttl(this.prefix + key),
     ]);
     return v === null ? undefined : { count: Number(v), resetInMs: Math.max(0, ttl) };
+  }
+  async release(key: string): Promise<void> {
+    await this.redis.eval(RELEASE, 1, this.prefix + key);
   }
   async reset(key: string): Promise<void> {
     await this.redis.del(this.prefix + key);
@@ -114,6 +138,8 @@ export interface Limiter {
 declare module 'fastify' {
   interface FastifyInstance {
     limiter: Limiter;
+    /** Limits on credential guesses (wrong passwords, wrong admin secrets): see guesses.ts. */
+    guesses: GuessLimiter;
   }
 }
 
@@ -128,9 +154,11 @@ export function emailKey(email: string): string {
   return createHash('sha256').update(email.trim().toLowerCase()).digest('hex').slice(0, 32);
 }
 
-function makeLimiter(store: CounterStore | undefined, log: FastifyInstance['log']): Limiter {
-  // A broken counter store must not take sign-in down with it: the limit is skipped and logged.
-  const safely = async <T>(what: () => Promise<T>): Promise<T | undefined> => {
+type Safely = <T>(what: () => Promise<T>) => Promise<T | undefined>;
+
+/** A broken counter store must not take sign-in down with it: the limit is skipped and logged. */
+function safelyWith(log: FastifyInstance['log']): Safely {
+  return async (what) => {
     try {
       return await what();
     } catch (err) {
@@ -138,6 +166,9 @@ function makeLimiter(store: CounterStore | undefined, log: FastifyInstance['log'
       return undefined;
     }
   };
+}
+
+function makeLimiter(store: CounterStore | undefined, safely: Safely): Limiter {
   if (!store) {
     return {
       enabled: false,
@@ -188,8 +219,9 @@ export const rateLimitPlugin = fp(
         if (owned) await store?.close();
       });
     }
-    const limiter = makeLimiter(store, app.log);
-    app.decorate('limiter', limiter);
+    const safely = safelyWith(app.log);
+    app.decorate('limiter', makeLimiter(store, safely));
+    app.decorate('guesses', makeGuessLimiter(store, config, safely));
     if (!store) return;
     const s = store;
     app.addHook('onRequest', async (request, reply) => {
