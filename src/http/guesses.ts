@@ -140,7 +140,14 @@ export function makeGuessLimiter(
               ...(gated ? [store.reset(gateKey)] : []),
             ]),
           ),
-        abandon: () => settle(() => Promise.all([store.release(pairKey), store.release(ipKey)])),
+        abandon: () =>
+          settle(() =>
+            Promise.all([
+              store.release(pairKey),
+              store.release(ipKey),
+              ...(gated ? [store.reset(gateKey)] : []),
+            ]),
+          ),
       };
     },
   };

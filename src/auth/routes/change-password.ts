@@ -27,7 +27,7 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
           },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 429, 503) },
+        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
