@@ -128,11 +128,6 @@ export interface Limiter {
   readonly enabled: boolean;
   /** Counts one hit on `key`; 429 when the count goes over `max` in the window. */
   consume(key: string, max: number, windowMs: number): Promise<void>;
-  /** 429 when `key` has already reached `max` (counts nothing: for "failures only" limits). */
-  assertUnder(key: string, max: number): Promise<void>;
-  /** Counts one hit without checking (a failure, for assertUnder). */
-  record(key: string, windowMs: number): Promise<void>;
-  reset(key: string): Promise<void>;
 }
 
 declare module 'fastify' {
@@ -173,9 +168,6 @@ function makeLimiter(store: CounterStore | undefined, safely: Safely): Limiter {
     return {
       enabled: false,
       consume: async () => {},
-      assertUnder: async () => {},
-      record: async () => {},
-      reset: async () => {},
     };
   }
   return {
@@ -183,16 +175,6 @@ function makeLimiter(store: CounterStore | undefined, safely: Safely): Limiter {
     async consume(key, max, windowMs) {
       const c = await safely(() => store.increment(key, windowMs));
       if (c && c.count > max) throw tooMany(c.resetInMs);
-    },
-    async assertUnder(key, max) {
-      const c = await safely(() => store.peek(key));
-      if (c && c.count >= max) throw tooMany(c.resetInMs);
-    },
-    async record(key, windowMs) {
-      await safely(() => store.increment(key, windowMs));
-    },
-    async reset(key) {
-      await safely(() => store.reset(key));
     },
   };
 }

@@ -283,3 +283,30 @@ describe('CSRF check with development defaults (CORS_ORIGINS unset)', () => {
     assert.equal(dev.statusCode, 204);
   });
 });
+
+describe('session cookies in production', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite', {
+      ...HS,
+      NODE_ENV: 'production',
+      // The test helper passes its own database; the URL only satisfies the production check.
+      DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
+      COOKIE_SECRET: 'c'.repeat(32),
+      MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+      RATE_LIMIT_ENABLED: false,
+    });
+  });
+  after(() => t.close());
+
+  it('are Secure by default, so they never travel over plain HTTP', async () => {
+    const s = await signUp(t);
+    const res = await login(t, { email: s.email, password: s.password });
+    assert.equal(res.statusCode, 200, res.body);
+    const cookies = res.cookies as { name: string; secure?: boolean; httpOnly?: boolean }[];
+    assert.deepEqual(cookies.map((c) => [c.name, c.secure, c.httpOnly]).sort(), [
+      ['permission_variables', true, true],
+      ['refresh_token', true, true],
+    ]);
+  });
+});
