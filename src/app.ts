@@ -6,8 +6,14 @@ import { randomUUID } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, type RouteOptions } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyServerOptions,
+  type RouteOptions,
+} from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
+import type { TrustProxy } from './config.ts';
 import type { AppContext } from './context.ts';
 import { AppError } from './errors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
@@ -45,8 +51,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   const app = Fastify({
     ...loggerOpts,
     bodyLimit: config.BODY_LIMIT,
-    // proxy-addr accepts a hop count; Fastify's types omit it.
-    trustProxy: parseTrustProxy(config.TRUST_PROXY) as boolean,
+    trustProxy: trustProxyOption(config.TRUST_PROXY),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
@@ -61,6 +66,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
+  warnUntrustedForwarding(app as unknown as FastifyInstance);
   app.setValidatorCompiler(validatorCompiler);
   installErrorHandling(app);
   // A callback hook: an async one costs a promise per request for a single header.
@@ -130,9 +136,30 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   return app;
 }
 
-function parseTrustProxy(v: string): boolean | number | string[] {
-  if (v === 'true') return true;
-  if (v === 'false' || v === '') return false;
-  if (/^\d+$/.test(v)) return Number(v);
-  return v.split(',').map((s) => s.trim());
+/**
+ * Fastify's `trustProxy` for TRUST_PROXY. Fastify takes a bare number as "trust nothing" (a hop count
+ * cannot check who connects), so a hop count is given as a function: the nearest n hops are believed,
+ * whatever their address, as Express does; the README says when that is safe.
+ */
+function trustProxyOption(v: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof v === 'number') return (_address, hop) => hop < v;
+  return typeof v === 'boolean' ? v : [...v];
+}
+
+/**
+ * Logs once when a peer that is not a trusted proxy sends X-Forwarded-For: behind a load balancer that
+ * TRUST_PROXY does not name, every client would share the balancer's address in the rate limits.
+ */
+function warnUntrustedForwarding(app: FastifyInstance): void {
+  let warned = false;
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!warned && request.headers['x-forwarded-for'] !== undefined && (request.ips?.length ?? 0) < 2) {
+      warned = true;
+      request.log.warn(
+        { peer: request.socket.remoteAddress },
+        'X-Forwarded-For from a peer that TRUST_PROXY does not name was ignored; if that peer is your load balancer or proxy, set TRUST_PROXY to its addresses, or every client shares its address in rate limits',
+      );
+    }
+    done();
+  });
 }

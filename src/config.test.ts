@@ -251,14 +251,88 @@ describe('loadConfig', () => {
     assert.equal(c.isProduction, true);
   });
 
-  it('changes production defaults: emails off, one trusted proxy hop, no CORS origin', () => {
+  it('changes production defaults: emails off, Secure cookies, no CORS origin, no trusted proxy', () => {
     const c = loadConfig(PRODUCTION_OK);
     assert.equal(c.EMAILS_ENABLED, false);
-    assert.equal(c.TRUST_PROXY, '1');
+    assert.equal(c.COOKIE_SECURE, true);
+    assert.equal(c.TRUST_PROXY, false);
     assert.deepEqual(c.CORS_ORIGINS, []);
+    assert.equal(loadConfig({ ...PRODUCTION_OK, COOKIE_SECURE: 'false' }).COOKIE_SECURE, false);
     const dev = loadConfig({});
     assert.equal(dev.EMAILS_ENABLED, true);
-    assert.equal(dev.TRUST_PROXY, 'false');
+    assert.equal(dev.COOKIE_SECURE, false);
+    assert.equal(dev.TRUST_PROXY, false);
+  });
+
+  it('stops the start on SameSite=None cookies that are not Secure', () => {
+    assert.deepEqual(problems({ COOKIE_SAME_SITE: 'none' }), [
+      'COOKIE_SAME_SITE=none needs COOKIE_SECURE=true (cookies sent cross-site must be HTTPS-only)',
+    ]);
+    assert.deepEqual(problems({ ...PRODUCTION_OK, COOKIE_SAME_SITE: 'None', COOKIE_SECURE: 'false' }), [
+      'COOKIE_SAME_SITE=none needs COOKIE_SECURE=true (cookies sent cross-site must be HTTPS-only)',
+    ]);
+    assert.equal(loadConfig({ ...PRODUCTION_OK, COOKIE_SAME_SITE: 'none' }).COOKIE_SAME_SITE, 'none');
+  });
+
+  it('stops a production start on a COOKIE_SECRET or admin secret shorter than 32 characters, naming both', () => {
+    assert.deepEqual(
+      problems({ ...PRODUCTION_OK, COOKIE_SECRET: 'c'.repeat(31), HASURA_GRAPHQL_ADMIN_SECRET: 'short' }),
+      [
+        'COOKIE_SECRET must be at least 32 characters in production',
+        'HASURA_GRAPHQL_ADMIN_SECRET must be at least 32 characters in production (or empty: no admin bypass)',
+      ],
+    );
+    assert.equal(
+      loadConfig({ ...PRODUCTION_OK, HASURA_GRAPHQL_ADMIN_SECRET: 'a'.repeat(32) })
+        .HASURA_GRAPHQL_ADMIN_SECRET,
+      'a'.repeat(32),
+    );
+    // Outside production a short secret is a developer's choice.
+    assert.equal(
+      loadConfig({ COOKIE_SECRET: 'dev', HASURA_GRAPHQL_ADMIN_SECRET: 'dev' }).COOKIE_SECRET,
+      'dev',
+    );
+  });
+
+  it('refuses a JWT custom field whose claim only the service sets, naming the field', () => {
+    assert.deepEqual(problems({ JWT_CUSTOM_FIELDS: 'company_id,user_id,default_role,_allowed_roles,role' }), [
+      'JWT_CUSTOM_FIELDS entry "user_id" would become the claim x-hasura-user-id, which only the service sets; remove it or use another column',
+      'JWT_CUSTOM_FIELDS entry "default_role" would become the claim x-hasura-default-role, which only the service sets; remove it or use another column',
+      'JWT_CUSTOM_FIELDS entry "_allowed_roles" would become the claim x-hasura-allowed-roles, which only the service sets; remove it or use another column',
+      'JWT_CUSTOM_FIELDS entry "role" would become the claim x-hasura-role, which only the service sets; remove it or use another column',
+    ]);
+    assert.deepEqual(loadConfig({ JWT_CUSTOM_FIELDS: 'company_id,user_ids' }).JWT_CUSTOM_FIELDS, [
+      'company_id',
+      'user_ids',
+    ]);
+  });
+
+  it('reads TRUST_PROXY as a flag, a hop count or proxy addresses and CIDRs, and refuses anything else', () => {
+    assert.equal(loadConfig({ TRUST_PROXY: 'true' }).TRUST_PROXY, true);
+    assert.equal(loadConfig({ TRUST_PROXY: '2' }).TRUST_PROXY, 2);
+    assert.deepEqual(
+      loadConfig({ TRUST_PROXY: '10.0.0.0/8, 192.168.1.7,loopback, fd00::/8, 172.16.0.0/255.240.0.0' })
+        .TRUST_PROXY,
+      ['10.0.0.0/8', '192.168.1.7', 'loopback', 'fd00::/8', '172.16.0.0/255.240.0.0'],
+    );
+    assert.deepEqual(problems({ TRUST_PROXY: '10.0.0.0/33,lb.internal,10.0.0.1' }), [
+      `TRUST_PROXY must be false, true, a hop count, or the proxies' addresses or CIDRs (such as 10.0.0.0/8, loopback); "10.0.0.0/33", "lb.internal" is none of these`,
+    ]);
+    assert.deepEqual(problems({ ...PRODUCTION_OK, TRUST_PROXY: 'true' }), [
+      "TRUST_PROXY=true believes X-Forwarded-For from any client, who could then choose its own address for rate limits; list the proxies' addresses or CIDRs instead",
+    ]);
+  });
+
+  it('accepts the old RATE_LIMIT_LOGIN_EMAIL_* names for the per-account login limits', () => {
+    const c = loadConfig({ RATE_LIMIT_LOGIN_EMAIL_MAX: '7', RATE_LIMIT_LOGIN_EMAIL_WINDOW: '1800000' });
+    assert.equal(c.RATE_LIMIT_LOGIN_ACCOUNT_MAX, 7);
+    assert.equal(c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW, 1_800_000);
+  });
+
+  it('refuses a login failure window no longer than the longest wait', () => {
+    assert.deepEqual(problems({ RATE_LIMIT_LOGIN_ACCOUNT_WINDOW: '900000' }), [
+      'RATE_LIMIT_LOGIN_ACCOUNT_WINDOW must be longer than RATE_LIMIT_LOGIN_DELAY_MAX (failures would be forgotten during the longest wait)',
+    ]);
   });
 
   it('ignores variables it does not know (the environment holds much else)', () => {

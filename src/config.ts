@@ -4,8 +4,10 @@
  * environment in one pass and reports every problem at once; nothing else reads `process.env`.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
+import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
 
 type Env = Record<string, string | undefined>;
 type Partial = Record<string, unknown>;
@@ -59,12 +61,13 @@ function int(
   group: string,
   def: number | ((c: Partial) => number),
   doc: string,
-  range: { min?: number; max?: number } = {},
+  range: { min?: number; max?: number; aliases?: string[] } = {},
 ): Setting<number> {
   return {
     group,
     doc,
     default: def,
+    aliases: range.aliases,
     parse(raw) {
       const v = raw.trim();
       if (!/^-?\d+$/.test(v)) throw new Invalid(`must be a whole number, got "${raw}"`);
@@ -178,6 +181,46 @@ function url(
   };
 }
 
+/** What `TRUST_PROXY` parses to: no proxy, every peer, the nearest n hops, or proxy-addr addresses. */
+export type TrustProxy = boolean | number | readonly string[];
+
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** One entry of a proxy list in proxy-addr's syntax: an address, a CIDR (or IPv4 netmask) or a name. */
+function proxyEntryValid(entry: string): boolean {
+  if (PROXY_NAMES.has(entry)) return true;
+  const [addr = '', bits, ...rest] = entry.split('/');
+  const family = isIP(addr);
+  if (family === 0 || rest.length > 0) return false;
+  if (bits === undefined) return true;
+  if (/^\d+$/.test(bits)) return Number(bits) <= (family === 4 ? 32 : 128);
+  return family === 4 && isIP(bits) === 4;
+}
+
+function trustProxy(group: string, doc: string): Setting<TrustProxy> {
+  return {
+    group,
+    doc,
+    default: false,
+    parse(raw) {
+      const v = raw.trim().toLowerCase();
+      if (TRUE.has(v)) return true;
+      if (FALSE.has(v)) return false;
+      if (/^\d+$/.test(v)) return Number(v);
+      const entries = raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
+      const bad = entries.filter((e) => !proxyEntryValid(e));
+      if (bad.length > 0)
+        throw new Invalid(
+          `must be false, true, a hop count, or the proxies' addresses or CIDRs (such as 10.0.0.0/8, loopback); "${bad.join('", "')}" is none of these`,
+        );
+      return entries;
+    },
+  };
+}
+
 const APP = 'Application';
 const AUTH = 'Auth features';
 const REG = 'Registration and passwords';
@@ -219,7 +262,7 @@ const SETTINGS = {
   NODE_ENV: str(
     APP,
     'development',
-    '`production` refuses development-only settings (generated keys, embedded database) and turns on `trust proxy` defaults.',
+    '`production` refuses development-only settings (generated keys, embedded database, short secrets) and makes cookies `Secure` by default.',
   ),
   HOST: str(APP, '0.0.0.0', 'Interface to listen on (HBP: empty means all interfaces).'),
   PORT: int(APP, 3000, 'Port to listen on.', { min: 0, max: 65535 }),
@@ -281,13 +324,9 @@ const SETTINGS = {
     [],
     'Origins allowed to call the API with credentials (`*` patterns allowed). Unset: any localhost origin outside production, none in production.',
   ),
-  TRUST_PROXY: shownAs(
-    str(
-      APP,
-      (c) => (c.NODE_ENV === 'production' ? '1' : 'false'),
-      'Fastify `trustProxy`: `true`, `false`, a hop count or a list of addresses.',
-    ),
-    '`false`; `1` in production',
+  TRUST_PROXY: trustProxy(
+    APP,
+    'Proxies whose `X-Forwarded-For` (and `-Proto`, `-Host`) is believed, so that rate limits see the real client address: comma-separated addresses, CIDRs or `loopback`/`linklocal`/`uniquelocal` (such as `10.0.0.0/8`). A hop count `n` believes the nearest n hops whatever their address (only when nothing else can reach the service). `false`: the connecting address is the client. `true` (every peer) is refused in production.',
   ),
   BODY_LIMIT: bytes(APP, 1024 * 1024, 'Largest JSON body accepted (413 beyond).'),
   HASURA_ENDPOINT: str(
@@ -298,7 +337,7 @@ const SETTINGS = {
   HASURA_GRAPHQL_ADMIN_SECRET: str(
     APP,
     '',
-    'Admin secret: storage rule bypass and login impersonation (header `x-admin-secret`). Empty: no bypass.',
+    'Admin secret: storage rule bypass and login impersonation (header `x-admin-secret`). Empty: no bypass. At least 32 characters in production; wrong guesses count against `RATE_LIMIT_IP_FAILURES_MAX`.',
     { secret: true },
   ),
 
@@ -473,15 +512,22 @@ const SETTINGS = {
   COOKIE_SECRET: str(
     COOKIES,
     '',
-    'Signs every cookie. Unset outside production: generated into `DATA_DIR`.',
+    'Signs every cookie (at least 32 characters in production). Unset outside production: generated into `DATA_DIR`.',
     { secret: true },
   ),
-  COOKIE_SECURE: bool(COOKIES, false, '`Secure` attribute on cookies.'),
+  COOKIE_SECURE: shownAs(
+    bool(
+      COOKIES,
+      (c) => c.NODE_ENV === 'production',
+      '`Secure` attribute on cookies (sent over HTTPS only).',
+    ),
+    '`false`; `true` in production',
+  ),
   COOKIE_SAME_SITE: oneOf(
     COOKIES,
     ['lax', 'strict', 'none'] as const,
     'lax',
-    '`SameSite` attribute on cookies.',
+    '`SameSite` attribute on cookies; `none` needs `COOKIE_SECURE=true`.',
     true,
   ),
 
@@ -511,16 +557,40 @@ const SETTINGS = {
       min: 1,
     },
   ),
-  RATE_LIMIT_LOGIN_EMAIL_MAX: int(
+  RATE_LIMIT_LOGIN_ACCOUNT_MAX: int(
     LIMITS,
-    10,
-    'Failed `POST /auth/login` attempts per email per `RATE_LIMIT_LOGIN_EMAIL_WINDOW`; further attempts get 429 until the window ends.',
+    5,
+    'Wrong passwords (login, or `old_password`) for one account from one client address before delays begin; each further one doubles the wait (429 with `Retry-After`) for that account from that address only.',
+    { min: 1, aliases: ['RATE_LIMIT_LOGIN_EMAIL_MAX'] },
+  ),
+  RATE_LIMIT_LOGIN_ACCOUNT_WINDOW: int(
+    LIMITS,
+    3_600_000,
+    'The failures of `RATE_LIMIT_LOGIN_ACCOUNT_MAX` are forgotten after this long without another attempt, in milliseconds (1 hour; longer than `RATE_LIMIT_LOGIN_DELAY_MAX`); a right password forgets them at once.',
+    { min: 1, aliases: ['RATE_LIMIT_LOGIN_EMAIL_WINDOW'] },
+  ),
+  RATE_LIMIT_LOGIN_DELAY: int(
+    LIMITS,
+    1000,
+    'First wait after `RATE_LIMIT_LOGIN_ACCOUNT_MAX` failures, in milliseconds; it doubles with each further failure.',
     { min: 1 },
   ),
-  RATE_LIMIT_LOGIN_EMAIL_WINDOW: int(
+  RATE_LIMIT_LOGIN_DELAY_MAX: int(
     LIMITS,
-    300000,
-    'Window of `RATE_LIMIT_LOGIN_EMAIL_MAX`, in milliseconds (5 minutes).',
+    900000,
+    'Longest wait of `RATE_LIMIT_LOGIN_DELAY`, in milliseconds (15 minutes).',
+    { min: 1 },
+  ),
+  RATE_LIMIT_IP_FAILURES_MAX: int(
+    LIMITS,
+    50,
+    'Failed credential checks from one client address, whatever the account (wrong passwords at login, wrong `old_password`, wrong `x-admin-secret`), per `RATE_LIMIT_IP_FAILURES_WINDOW`; beyond, that address gets 429 on them until the window ends.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_IP_FAILURES_WINDOW: int(
+    LIMITS,
+    900000,
+    'Window of `RATE_LIMIT_IP_FAILURES_MAX`, in milliseconds (15 minutes).',
     { min: 1 },
   ),
   RATE_LIMIT_REGISTER_MAX: int(
@@ -798,6 +868,9 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
   return Object.freeze(out) as Config;
 }
 
+/** Shortest COOKIE_SECRET and admin secret accepted in production. */
+const MIN_SECRET_LENGTH = 32;
+
 /** Rules that involve several settings. */
 function crossChecks(c: Partial, problems: string[]): void {
   const roles = c.ALLOWED_USER_ROLES as string[];
@@ -812,7 +885,26 @@ function crossChecks(c: Partial, problems: string[]): void {
       if (!ident.test(f)) problems.push(`${key} entry "${f}" is not a plain lower-case column name`);
     }
   }
+  // A custom field is a column users may write (REGISTRATION_CUSTOM_FIELDS): as `x-hasura-user-id` it
+  // would let them pick whose identity the token carries.
+  for (const f of c.JWT_CUSTOM_FIELDS as string[]) {
+    const claim = kebabCase(f);
+    if (RESERVED_CLAIMS.includes(claim))
+      problems.push(
+        `JWT_CUSTOM_FIELDS entry "${f}" would become the claim x-hasura-${claim}, which only the service sets; remove it or use another column`,
+      );
+  }
+  // Browsers drop a SameSite=None cookie that is not Secure, and one that is would go with requests
+  // from every site.
+  if (c.COOKIE_SAME_SITE === 'none' && !c.COOKIE_SECURE)
+    problems.push(
+      'COOKIE_SAME_SITE=none needs COOKIE_SECURE=true (cookies sent cross-site must be HTTPS-only)',
+    );
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  if ((c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW as number) <= (c.RATE_LIMIT_LOGIN_DELAY_MAX as number))
+    problems.push(
+      'RATE_LIMIT_LOGIN_ACCOUNT_WINDOW must be longer than RATE_LIMIT_LOGIN_DELAY_MAX (failures would be forgotten during the longest wait)',
+    );
   // Allowed origins get credentialed access, so each must name a scheme and a host: a bare `*` (or
   // `https://*`) would hand any site the signed-in user's session, as HBP did.
   for (const o of c.CORS_ORIGINS as string[]) {
@@ -830,6 +922,18 @@ function crossChecks(c: Partial, problems: string[]): void {
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
     if (!c.COOKIE_SECRET)
       problems.push('COOKIE_SECRET is required in production (cookies are always signed)');
+    // Both are HMAC keys or bearer secrets that can be guessed offline or online when short.
+    else if ((c.COOKIE_SECRET as string).length < MIN_SECRET_LENGTH)
+      problems.push(`COOKIE_SECRET must be at least ${MIN_SECRET_LENGTH} characters in production`);
+    const admin = c.HASURA_GRAPHQL_ADMIN_SECRET as string;
+    if (admin !== '' && admin.length < MIN_SECRET_LENGTH)
+      problems.push(
+        `HASURA_GRAPHQL_ADMIN_SECRET must be at least ${MIN_SECRET_LENGTH} characters in production (or empty: no admin bypass)`,
+      );
+    if (c.TRUST_PROXY === true)
+      problems.push(
+        "TRUST_PROXY=true believes X-Forwarded-For from any client, who could then choose its own address for rate limits; list the proxies' addresses or CIDRs instead",
+      );
     if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
       problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
     // JWT_KEY may instead come from CUSTOM_DIR/keys/private.pem; the key loader checks that.

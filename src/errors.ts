@@ -48,6 +48,11 @@ export const ERRORS = {
       'This change needs a recent sign-in: sign in again, or send your current password in "password".',
   },
   CANNOT_DELETE_ACCOUNT: { status: 401, message: 'Unable to delete account' },
+  CSRF: {
+    status: 403,
+    message:
+      'Cross-site request refused: a request authenticated by cookie that changes something must come from this service or an allowed origin (CORS_ORIGINS), shown by its Origin header. From elsewhere, send the access token as "Authorization: Bearer <token>".',
+  },
   ACCOUNT_EXISTS: { status: 400, message: 'Account already exists.' },
   ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },
   ACCOUNT_NOT_FOUND: { status: 400, message: 'Account does not exist.' },

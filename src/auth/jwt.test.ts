@@ -13,6 +13,7 @@ import {
   AccessTokenVerifier,
   InvalidAccessToken,
   type PermissionVariables,
+  permissionVariables,
   signAccessToken,
   verifyAccessToken,
 } from './jwt.ts';
@@ -20,8 +21,9 @@ import { type JwtKeys, loadJwtKeys } from './keys.ts';
 
 const T0 = new Date('2026-03-01T12:00:00Z');
 const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
+const USER_ID = '0b7a3c1e-5d2f-4e8a-9c6b-1f2e3d4c5b6a';
 const vars: PermissionVariables = {
-  'user-id': 'u-1',
+  'user-id': USER_ID,
   'allowed-roles': ['user', 'me'],
   'default-role': 'user',
 };
@@ -45,7 +47,7 @@ describe('AccessTokenVerifier', () => {
   ) => {
     let jwt = new SignJWT({
       [config.JWT_CLAIMS_NAMESPACE]: {
-        'x-hasura-user-id': 'u-1',
+        'x-hasura-user-id': USER_ID,
         'x-hasura-allowed-roles': ['user'],
         'x-hasura-default-role': 'user',
       },
@@ -95,10 +97,29 @@ describe('AccessTokenVerifier', () => {
     await rejects(v.verify(token, at(9)), /invalid/);
   });
 
-  it('never remembers a token without exp, and verifies it fully every time', async () => {
+  it('refuses a correctly signed token without exp (it would never expire)', async () => {
     const v = new AccessTokenVerifier(keys, config);
     const token = await sign({});
-    await v.verify(token, at(1));
+    await rejects(v.verify(token, at(1)), /no expiry/);
+    await rejects(verifyAccessToken(keys, config, token, at(1)), /no expiry/);
+    assert.equal(v.size, 0);
+  });
+
+  it('refuses a correctly signed token whose user-id is not a UUID', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    for (const id of ['u-1', "1' OR '1'='1", '', `${USER_ID}x`]) {
+      const token = await sign(
+        { exp: 600 },
+        {
+          [config.JWT_CLAIMS_NAMESPACE]: {
+            'x-hasura-user-id': id,
+            'x-hasura-allowed-roles': ['user'],
+            'x-hasura-default-role': 'user',
+          },
+        },
+      );
+      await rejects(v.verify(token, at(1)), /not a UUID/);
+    }
     assert.equal(v.size, 0);
   });
 
@@ -124,7 +145,7 @@ describe('AccessTokenVerifier', () => {
 
   it('refuses claims without the Hasura variables, and does not remember them', async () => {
     const v = new AccessTokenVerifier(keys, config);
-    const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: { 'x-hasura-user-id': 'u' } })
+    const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: { 'x-hasura-user-id': USER_ID } })
       .setProtectedHeader({ alg: keys.algorithm })
       .setIssuer(config.JWT_ISSUER)
       .setExpirationTime(Math.floor(at(600).getTime() / 1000))
@@ -140,5 +161,27 @@ describe('AccessTokenVerifier', () => {
     assert.equal(v.size, 2);
     // All three still verify: a dropped one simply takes the full path again.
     for (const t of tokens) await v.verify(t, at(1));
+  });
+});
+
+describe('permissionVariables', () => {
+  it('writes the reserved claims last: a custom field named user_id cannot name another user', () => {
+    // config.ts refuses such a JWT_CUSTOM_FIELDS at start; this is the mechanism's own guarantee.
+    const other = 'ffffffff-ffff-4fff-8fff-ffffffffffff';
+    const v = permissionVariables(
+      {
+        userId: USER_ID,
+        defaultRole: 'user',
+        roles: ['user'],
+        customFields: { user_id: other, default_role: 'admin', allowed_roles: ['admin'], company_id: 7 },
+      },
+      ['user_id', 'default_role', 'allowed_roles', 'company_id'],
+    );
+    assert.equal(v['user-id'], USER_ID);
+    assert.equal(v['default-role'], 'user');
+    assert.deepEqual(v['allowed-roles'], ['user']);
+    assert.equal(v['company-id'], '7');
+    // HBP's key order is kept: reserved claims, then custom fields.
+    assert.deepEqual(Object.keys(v), ['user-id', 'allowed-roles', 'default-role', 'company-id']);
   });
 });

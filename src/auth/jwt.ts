@@ -4,6 +4,7 @@
  */
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { Config } from '../config.ts';
+import { kebabCase } from './claim-names.ts';
 import type { JwtKeys } from './keys.ts';
 
 /** Un-prefixed permission variables, as storage rules see them in `request.auth`. */
@@ -22,16 +23,6 @@ export interface ClaimsInput {
   customFields: Record<string, unknown>;
 }
 
-/** lodash.kebabCase for column names: `company_id` and `companyId` both give `company-id`. */
-export function kebabCase(name: string): string {
-  return name
-    .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
-    .split(/[^A-Za-z0-9]+/)
-    .filter(Boolean)
-    .join('-')
-    .toLowerCase();
-}
-
 /** HBP's stringification of custom claim values: arrays become Postgres array literals, the rest JSON. */
 export function claimValue(value: unknown): string {
   if (typeof value === 'string') return value;
@@ -47,13 +38,16 @@ export function permissionVariables(
   const roles = input.roles.includes(input.defaultRole)
     ? [...input.roles]
     : [...input.roles, input.defaultRole];
-  const vars: PermissionVariables = {
+  const reserved = {
     'user-id': input.userId,
     'allowed-roles': roles,
     'default-role': input.defaultRole,
-  } as PermissionVariables;
+  };
+  // Reserved claims first for HBP's key order, and again last so that they win: a custom field is a
+  // column a user may have written (REGISTRATION_CUSTOM_FIELDS), and must never name another user.
+  const vars: Record<string, string | string[]> = { ...reserved };
   for (const name of customFieldNames) vars[kebabCase(name)] = claimValue(input.customFields[name]);
-  return vars;
+  return Object.assign(vars, reserved) as PermissionVariables;
 }
 
 /** The claim carrying the session's sign-in instant, in seconds (OpenID Connect Core §2). */
@@ -99,6 +93,8 @@ export async function signAccessToken(
 
 export class InvalidAccessToken extends Error {}
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 interface Verified {
   vars: PermissionVariables;
   /** The token's `exp` and `nbf` (seconds), checked again on every use. */
@@ -113,8 +109,12 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
+      // A token without an expiry would be a credential for ever; the service never signs one.
+      requiredClaims: ['exp'],
     }));
   } catch (err) {
+    if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'exp' && err.reason === 'missing')
+      throw new InvalidAccessToken('access token has no expiry (exp)', { cause: err });
     const reason = err instanceof joseErrors.JWTExpired ? 'expired' : 'invalid';
     throw new InvalidAccessToken(`access token ${reason}`, { cause: err });
   }
@@ -131,13 +131,12 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
   ) {
     throw new InvalidAccessToken('access token claims are incomplete');
   }
-  // jose has checked that exp and nbf, when present, are numbers.
-  const { exp, nbf } = payload;
-  return {
-    vars: vars as PermissionVariables,
-    exp: typeof exp === 'number' ? exp : Number.POSITIVE_INFINITY,
-    nbf: typeof nbf === 'number' ? nbf : undefined,
-  };
+  // Every account's user id is a UUID; anything else (signed with a leaked or shared key, or by another
+  // issuer of the same key) would reach the database as a malformed value and answer 500.
+  if (!UUID.test(vars['user-id'])) throw new InvalidAccessToken('access token user-id is not a UUID');
+  // jose has checked that exp is present and that exp and nbf are numbers.
+  const { exp, nbf } = payload as { exp: number; nbf?: number };
+  return { vars: vars as PermissionVariables, exp, nbf: typeof nbf === 'number' ? nbf : undefined };
 }
 
 /** Verifies a token and returns its un-prefixed permission variables; throws InvalidAccessToken. */
@@ -169,8 +168,7 @@ function deepFreeze<T>(v: T): T {
  * algorithm and issuer. The time checks are repeated on every hit (`exp` and `nbf`, with jose's
  * rounding and comparisons), so a token stops working at its expiry exactly as before; an expired or
  * not-yet-valid entry is dropped and the token goes through the full check, which gives the same error.
- * Tokens without `exp` are never kept. The permission variables handed out are frozen, since every
- * request presenting the token shares them.
+ * The permission variables handed out are frozen, since every request presenting the token shares them.
  */
 export class AccessTokenVerifier {
   private readonly verified = new Map<string, Verified>();
@@ -190,14 +188,12 @@ export class AccessTokenVerifier {
     }
     const v = await verifyToken(this.keys, this.config, token, now);
     deepFreeze(v.vars);
-    if (Number.isFinite(v.exp)) {
-      if (this.verified.size >= this.maxEntries) {
-        // Map iterates in insertion order: drop the oldest.
-        const oldest = this.verified.keys().next();
-        if (!oldest.done) this.verified.delete(oldest.value);
-      }
-      this.verified.set(token, v);
+    if (this.verified.size >= this.maxEntries) {
+      // Map iterates in insertion order: drop the oldest.
+      const oldest = this.verified.keys().next();
+      if (!oldest.done) this.verified.delete(oldest.value);
     }
+    this.verified.set(token, v);
     return v.vars;
   }
 

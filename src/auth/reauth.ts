@@ -11,7 +11,7 @@
  */
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-import { emailKey, type Limiter } from '../http/rate-limit.ts';
+import { type GuessLimiter, passwordSubject } from '../http/guesses.ts';
 import type { AccountRow } from './accounts-store.ts';
 import { verifyPassword } from './passwords.ts';
 
@@ -21,8 +21,9 @@ export interface Reauthentication {
   readonly authTime?: number;
   /** The current password, when the client sent one. */
   readonly password?: string;
-  /** The request's limiter: wrong passwords count against the sign-in failure limit. */
-  readonly limiter: Limiter;
+  /** Wrong passwords count against the sign-in guess limits (http/guesses.ts), for this client address. */
+  readonly guesses: GuessLimiter;
+  readonly address: string;
 }
 
 /** The account making the change. */
@@ -49,15 +50,19 @@ export async function assertReauthenticated(
 ): Promise<void> {
   const c = ctx.config;
   if (proof.password !== undefined) {
-    // POST /auth/login's key for wrong passwords: guesses here and there share one budget.
-    const key = `login:fail:${emailKey(account.email ?? account.id)}`;
-    await proof.limiter.assertUnder(key, c.RATE_LIMIT_LOGIN_EMAIL_MAX);
+    // POST /auth/login's subject for this account: guesses here and there share one budget.
+    const subject = account.email === null ? `user:${account.id}` : passwordSubject(account.email);
+    const guess = await proof.guesses.begin(subject, proof.address);
     const stored = account.password_hash;
-    if (stored === null || !(await verifyPassword(c, stored, proof.password))) {
-      await proof.limiter.record(key, c.RATE_LIMIT_LOGIN_EMAIL_WINDOW);
-      throw new AppError('INCORRECT_PASSWORD');
+    let right: boolean;
+    try {
+      right = stored !== null && (await verifyPassword(c, stored, proof.password));
+    } catch (err) {
+      await guess.abandon();
+      throw err;
     }
-    await proof.limiter.reset(key);
+    if (!right) throw new AppError('INCORRECT_PASSWORD');
+    await guess.succeeded();
     return;
   }
   if (signedInRecently(ctx, proof.authTime)) return;

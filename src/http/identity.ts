@@ -3,12 +3,17 @@
  * signed `permission_variables` cookie, which holds an access token and expires with it. A credential that
  * is present but invalid (bad signature, expired, wrong algorithm, malformed header) answers 401 with a
  * `WWW-Authenticate` challenge rather than silently making the caller anonymous.
+ *
+ * Every credential taken from a cookie (this one, and the refresh token of logout and refresh) is taken
+ * through `request.cookieCredential`, which refuses a cross-site request that may change something
+ * (403 `CSRF`, see csrf.ts).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { crossSiteCheck } from './csrf.ts';
 
 export const PERMISSION_COOKIE = 'permission_variables';
 export const REFRESH_COOKIE = 'refresh_token';
@@ -19,6 +24,11 @@ declare module 'fastify' {
     identity(): Promise<PermissionVariables | undefined>;
     /** Like identity(), but anonymous callers get 401 `Not logged in`. */
     requireUser(): Promise<PermissionVariables>;
+    /**
+     * The value of the signed cookie `name` used as a credential: undefined when absent or tampered
+     * with; 403 `CSRF` when the request may change something and comes from a site not allowed.
+     */
+    cookieCredential(name: string): string | undefined;
   }
 }
 
@@ -38,13 +48,18 @@ export function presentedAccessToken(request: FastifyRequest): string | undefine
     if (!m) throw invalid('the Authorization header must be "Bearer <token>"');
     return m[1];
   }
-  const raw = request.cookies?.[PERMISSION_COOKIE];
-  if (raw) {
-    const unsigned = request.unsignCookie(raw);
-    // An unsigned or tampered cookie is ignored (HBP answered a bare 400 on every route).
-    if (unsigned.valid && unsigned.value) return unsigned.value;
-  }
-  return undefined;
+  return request.cookieCredential(PERMISSION_COOKIE);
+}
+
+/**
+ * The value of the signed cookie `name`, without the CSRF check: for a cookie that is not the
+ * request's credential. An unsigned or tampered cookie is ignored (HBP answered a bare 400 on every route).
+ */
+export function signedCookie(request: FastifyRequest, name: string): string | undefined {
+  const raw = request.cookies?.[name];
+  if (!raw) return undefined;
+  const unsigned = request.unsignCookie(raw);
+  return unsigned.valid && unsigned.value ? unsigned.value : undefined;
 }
 
 async function resolve(
@@ -65,6 +80,12 @@ async function resolve(
 export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppContext }) => {
   const cache = new WeakMap<FastifyRequest, Promise<PermissionVariables | undefined>>();
   const verifier = new AccessTokenVerifier(opts.ctx.keys, opts.ctx.config);
+  const checkCrossSite = crossSiteCheck(opts.ctx.config);
+  app.decorateRequest('cookieCredential', function (this: FastifyRequest, name: string) {
+    const value = signedCookie(this, name);
+    if (value !== undefined) checkCrossSite(this);
+    return value;
+  });
   app.decorateRequest('identity', function (this: FastifyRequest) {
     let p = cache.get(this);
     if (!p) {

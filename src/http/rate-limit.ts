@@ -1,119 +1,28 @@
 /**
  * Rate limits: fixed-window counters per key, in memory or in Redis (REDIS_URL) so that several instances
  * share them. The global limit (MAX_REQUESTS per TIME_FRAME per client IP, health routes excepted) runs on
- * every request; routes add tighter limits through `app.limiter` (login per IP and per email, register,
- * token refresh). Over a limit: 429 with `Retry-After`. RATE_LIMIT_ENABLED=false turns everything off.
+ * every request; routes add tighter limits through `app.limiter` (login, register and token refresh per
+ * IP, emails per address) and limit credential guesses through `app.guesses` (guesses.ts). Over a limit:
+ * 429 with `Retry-After`. RATE_LIMIT_ENABLED=false turns everything off.
  */
-import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { Redis } from 'ioredis';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-
-export interface Count {
-  count: number;
-  /** Milliseconds until the window ends. */
-  resetInMs: number;
-}
-
-export interface CounterStore {
-  /** Adds one to `key` (starting a window of `windowMs` on the first hit) and returns the new count. */
-  increment(key: string, windowMs: number): Promise<Count>;
-  /** The current count of `key`, without counting. */
-  peek(key: string): Promise<Count | undefined>;
-  reset(key: string): Promise<void>;
-  close(): Promise<void>;
-}
-
-export class MemoryStore implements CounterStore {
-  private readonly counts = new Map<string, { count: number; resetAt: number }>();
-  private readonly sweeper: NodeJS.Timeout;
-  constructor(private readonly now: () => number = Date.now) {
-    this.sweeper = setInterval(() => this.sweep(), 60_000);
-    this.sweeper.unref();
-  }
-  private sweep(): void {
-    const t = this.now();
-    for (const [k, v] of this.counts) if (v.resetAt <= t) this.counts.delete(k);
-  }
-  async increment(key: string, windowMs: number): Promise<Count> {
-    const t = this.now();
-    let e = this.counts.get(key);
-    if (!e || e.resetAt <= t) {
-      e = { count: 0, resetAt: t + windowMs };
-      this.counts.set(key, e);
-    }
-    e.count += 1;
-    return { count: e.count, resetInMs: e.resetAt - t };
-  }
-  async peek(key: string): Promise<Count | undefined> {
-    const t = this.now();
-    const e = this.counts.get(key);
-    return e && e.resetAt > t ? { count: e.count, resetInMs: e.resetAt - t } : undefined;
-  }
-  async reset(key: string): Promise<void> {
-    this.counts.delete(key);
-  }
-  async close(): Promise<void> {
-    clearInterval(this.sweeper);
-  }
-}
-
-// INCR and the expiry of a new window in one atomic step, so instances never disagree on the window.
-const INCREMENT = `
-local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
-return {c, ttl}`;
-
-export class RedisStore implements CounterStore {
-  private readonly redis: Redis;
-  constructor(
-    url: string,
-    private readonly prefix = 'gatehouse:rl:',
-  ) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
-    // Connection problems surface as failed commands (handled by the caller); don't crash on the event.
-    this.redis.on('error', () => {});
-  }
-  async increment(key: string, windowMs: number): Promise<Count> {
-    const [count, ttl] = (await this.redis.eval(INCREMENT, 1, this.prefix + key, String(windowMs))) as [
-      number,
-      number,
-    ];
-    return { count, resetInMs: ttl };
-  }
-  async peek(key: string): Promise<Count | undefined> {
-    const [v, ttl] = await Promise.all([
-      this.redis.get(this.prefix + key),
-      this.redis.pttl(this.prefix + key),
-    ]);
-    return v === null ? undefined : { count: Number(v), resetInMs: Math.max(0, ttl) };
-  }
-  async reset(key: string): Promise<void> {
-    await this.redis.del(this.prefix + key);
-  }
-  async close(): Promise<void> {
-    this.redis.disconnect();
-  }
-}
+import { type Count, type CounterStore, MemoryStore, RedisStore } from './counters.ts';
+import { type GuessLimiter, makeGuessLimiter } from './guesses.ts';
 
 export interface Limiter {
   readonly enabled: boolean;
   /** Counts one hit on `key`; 429 when the count goes over `max` in the window. */
   consume(key: string, max: number, windowMs: number): Promise<void>;
-  /** 429 when `key` has already reached `max` (counts nothing: for "failures only" limits). */
-  assertUnder(key: string, max: number): Promise<void>;
-  /** Counts one hit without checking (a failure, for assertUnder). */
-  record(key: string, windowMs: number): Promise<void>;
-  reset(key: string): Promise<void>;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     limiter: Limiter;
+    /** Limits on credential guesses (wrong passwords, wrong admin secrets): see guesses.ts. */
+    guesses: GuessLimiter;
   }
 }
 
@@ -123,14 +32,11 @@ function tooMany(resetInMs: number): AppError {
   });
 }
 
-/** A key part for an email: hashed, so the counters hold no addresses. */
-export function emailKey(email: string): string {
-  return createHash('sha256').update(email.trim().toLowerCase()).digest('hex').slice(0, 32);
-}
+type Safely = <T>(what: () => Promise<T>) => Promise<T | undefined>;
 
-function makeLimiter(store: CounterStore | undefined, log: FastifyInstance['log']): Limiter {
-  // A broken counter store must not take sign-in down with it: the limit is skipped and logged.
-  const safely = async <T>(what: () => Promise<T>): Promise<T | undefined> => {
+/** A broken counter store must not take sign-in down with it: the limit is skipped and logged. */
+function safelyWith(log: FastifyInstance['log']): Safely {
+  return async (what) => {
     try {
       return await what();
     } catch (err) {
@@ -138,13 +44,13 @@ function makeLimiter(store: CounterStore | undefined, log: FastifyInstance['log'
       return undefined;
     }
   };
+}
+
+function makeLimiter(store: CounterStore | undefined, safely: Safely): Limiter {
   if (!store) {
     return {
       enabled: false,
       consume: async () => {},
-      assertUnder: async () => {},
-      record: async () => {},
-      reset: async () => {},
     };
   }
   return {
@@ -152,16 +58,6 @@ function makeLimiter(store: CounterStore | undefined, log: FastifyInstance['log'
     async consume(key, max, windowMs) {
       const c = await safely(() => store.increment(key, windowMs));
       if (c && c.count > max) throw tooMany(c.resetInMs);
-    },
-    async assertUnder(key, max) {
-      const c = await safely(() => store.peek(key));
-      if (c && c.count >= max) throw tooMany(c.resetInMs);
-    },
-    async record(key, windowMs) {
-      await safely(() => store.increment(key, windowMs));
-    },
-    async reset(key) {
-      await safely(() => store.reset(key));
     },
   };
 }
@@ -188,8 +84,9 @@ export const rateLimitPlugin = fp(
         if (owned) await store?.close();
       });
     }
-    const limiter = makeLimiter(store, app.log);
-    app.decorate('limiter', limiter);
+    const safely = safelyWith(app.log);
+    app.decorate('limiter', makeLimiter(store, safely));
+    app.decorate('guesses', makeGuessLimiter(store, config, safely));
     if (!store) return;
     const s = store;
     app.addHook('onRequest', async (request, reply) => {

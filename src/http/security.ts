@@ -38,6 +38,15 @@ export function originMatcher(patterns: readonly string[]): (origin: string) => 
 
 const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;
 
+/**
+ * The origins allowed to call with credentials: CORS_ORIGINS, or when it is unset any localhost origin
+ * outside production and none in production. CORS and the CSRF check (csrf.ts) share it.
+ */
+export function corsOriginAllowed(config: Config): (origin: string) => boolean {
+  if (config.CORS_ORIGINS.length > 0) return originMatcher(config.CORS_ORIGINS);
+  return config.isProduction ? () => false : (o) => LOCALHOST.test(o);
+}
+
 /** Response headers as `[name, value]` pairs, names spelled as helmet spells them. */
 export type SecurityHeaders = ReadonlyArray<readonly [string, string]>;
 
@@ -99,12 +108,7 @@ export async function installSecurity(
     done();
   });
 
-  const allowed =
-    config.CORS_ORIGINS.length > 0
-      ? originMatcher(config.CORS_ORIGINS)
-      : config.isProduction
-        ? () => false
-        : (o: string) => LOCALHOST.test(o);
+  const allowed = corsOriginAllowed(config);
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
-import { emailKey } from '../http/rate-limit.ts';
+import { emailKey } from '../http/counters.ts';
 
 export async function consumeEmailQuota(
   app: FastifyInstance,

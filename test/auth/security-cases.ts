@@ -1,7 +1,8 @@
 /**
  * The shared security cases for protected routes (ARCHITECTURE §5): no token, an expired token, a wrong
- * signature, `alg: none`, a different algorithm, a malformed Authorization header, and a token whose
- * account has been deleted. Every suite with protected routes calls `securityCases` for each of them.
+ * signature, `alg: none`, a different algorithm, a token signed with the right key but without `exp` or
+ * with a user id that is not a UUID, a malformed Authorization header, and a token whose account has
+ * been deleted. Every suite with protected routes calls `securityCases` for each of them.
  */
 import assert from 'node:assert/strict';
 import { createPublicKey, createSecretKey } from 'node:crypto';
@@ -72,7 +73,24 @@ export async function forgedTokens(t: TestApp, valid: string): Promise<Record<st
           ),
         ),
       );
+  const { iat: _i, exp: _e, ...unexpiring } = claims;
+  const k = t.ctx.keys;
+  const hasura = claims[t.config.JWT_CLAIMS_NAMESPACE] as Record<string, unknown>;
   return {
+    'no expiry': await new SignJWT(unexpiring)
+      .setProtectedHeader(k.kid ? { alg: k.algorithm, kid: k.kid } : { alg: k.algorithm })
+      .setIssuedAt(now)
+      .sign(k.signingKey as Parameters<SignJWT['sign']>[0]),
+    'non-UUID user id': await signAt(
+      t,
+      {
+        ...claims,
+        sub: 'not-a-uuid',
+        [t.config.JWT_CLAIMS_NAMESPACE]: { ...hasura, 'x-hasura-user-id': 'not-a-uuid' },
+      },
+      now,
+      now + 600,
+    ),
     expired: await signAt(t, claims, now - 3600, now - 60),
     'wrong signature': `${h}.${p}.${flipped}`,
     'alg none': `${b64({ alg: 'none', typ: 'JWT' })}.${p}.`,
@@ -101,8 +119,17 @@ export function securityCases(route: ProtectedRoute, sc: SecurityContext): void 
     assert.equal(res.json().statusCode, res.statusCode);
   });
 
-  for (const name of ['expired', 'wrong signature', 'alg none', 'wrong algorithm', 'foreign key']) {
-    it(`${label} answers 401 to a token with ${name === 'expired' ? 'an expired lifetime' : `a ${name}`}`, async () => {
+  const described: Record<string, string> = {
+    expired: 'an expired lifetime',
+    'wrong signature': 'a wrong signature',
+    'alg none': 'a alg none',
+    'wrong algorithm': 'a wrong algorithm',
+    'foreign key': 'a foreign key',
+    'no expiry': 'the right key but no expiry (exp)',
+    'non-UUID user id': 'the right key but a user id that is not a UUID',
+  };
+  for (const [name, what] of Object.entries(described)) {
+    it(`${label} answers 401 to a token with ${what}`, async () => {
       const { jwt } = await sc.validToken();
       const forged = (await forgedTokens(sc.app(), jwt))[name] as string;
       const res = await call({ authorization: `Bearer ${forged}` });

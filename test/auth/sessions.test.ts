@@ -273,12 +273,15 @@ for (const kind of dbKinds()) {
       const ok = await t.app.inject({
         method: 'POST',
         url: '/auth/token/revoke',
+        // A browser on the service's own pages sends its origin with every POST.
+        headers: { origin: t.config.SERVER_URL },
         cookies: { permission_variables: jar.permission_variables?.value as string },
       });
       assert.equal(ok.statusCode, 204);
       const forged = await t.app.inject({
         method: 'POST',
         url: '/auth/token/revoke',
+        headers: { origin: t.config.SERVER_URL },
         cookies: { permission_variables: s.jwt },
       });
       assert.equal(forged.statusCode, 401, 'an unsigned cookie is not an identity');
@@ -360,6 +363,7 @@ for (const kind of dbKinds()) {
       const res = await t.app.inject({
         method: 'POST',
         url: '/auth/logout',
+        headers: { origin: t.config.SERVER_URL },
         cookies: { refresh_token: jar.refresh_token?.value as string },
       });
       assert.equal(res.statusCode, 204);

@@ -278,6 +278,8 @@ for (const kind of dbKinds()) {
       const off = await t.app.inject({
         method: 'POST',
         url: '/auth/mfa/disable',
+        // The browser is on the service's own page (a cookie request from elsewhere is refused: CSRF).
+        headers: { origin: t.config.SERVER_URL },
         cookies,
         payload: { code: authenticatorCode(secret, now()) },
       });

@@ -262,7 +262,11 @@ for (const kind of dbKinds()) {
     describe('secrets at rest', () => {
       const deps = (box: SecretBox): MfaDeps => ({ ...t.ctx, box });
       // Calls made straight to the domain, as by a caller who has just signed in.
-      const justSignedIn = () => ({ authTime: Math.floor(now() / 1000), limiter: t.app.limiter });
+      const justSignedIn = () => ({
+        authTime: Math.floor(now() / 1000),
+        guesses: t.app.guesses,
+        address: '127.0.0.1',
+      });
       let a: TestAccount;
 
       it('re-encrypts a secret HBP stored in clear, which keeps working', async () => {

@@ -2,7 +2,7 @@
  * Storage test helpers: a real S3 peer (s3rver) in the test process, stores of both kinds, and apps
  * built on either backend.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import S3rver from 's3rver';
 import { FsObjectStore } from '../../src/storage/backends/fs.ts';
@@ -144,6 +144,12 @@ export function multipartBody(parts: Part[]): { payload: Buffer; headers: Record
     payload: Buffer.concat(chunks),
     headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
   };
+}
+
+/** A fixed user id (a UUID, as every account's is) for a name used in a test: `userIdFor('alice')`. */
+export function userIdFor(name: string): string {
+  const h = createHash('sha256').update(name).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
 /** An access token for a user with the default role, as the accounts routes would mint it. */

@@ -22,9 +22,14 @@ import {
   type S3Peer,
   startS3rver,
   tokenFor,
+  userIdFor,
 } from './helpers.ts';
 
 const ADMIN = 'the-admin-secret';
+// User ids are UUIDs (a token whose user-id is not one is refused).
+const [ALICE, BOB, LIST_A, EMPTY_USER, ZIPPER] = ['alice', 'bob', 'list-a', 'empty-user', 'zipper'].map(
+  userIdFor,
+) as [string, string, string, string, string];
 
 let peer: S3Peer;
 before(async () => {
@@ -86,8 +91,8 @@ for (const backend of backendKinds as BackendKind[]) {
 
     before(async () => {
       t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN });
-      alice = await tokenFor(t, 'alice');
-      bob = await tokenFor(t, 'bob');
+      alice = await tokenFor(t, ALICE);
+      bob = await tokenFor(t, BOB);
       base = await t.app.listen({ host: '127.0.0.1', port: 0 });
     });
     after(() => t.close());
@@ -109,7 +114,7 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('upload', () => {
       it('stores a multipart file part "file" and answers exactly the metadata object', async () => {
-        const res = await upload('/storage/o/user/alice/hello.txt', 'hello', auth(alice));
+        const res = await upload(`/storage/o/user/${ALICE}/hello.txt`, 'hello', auth(alice));
         assert.equal(res.statusCode, 200);
         const body = res.json();
         assert.deepEqual(Object.keys(body), [
@@ -121,7 +126,7 @@ for (const backend of backendKinds as BackendKind[]) {
           'ContentType',
           'Metadata',
         ]);
-        assert.equal(body.key, 'user/alice/hello.txt');
+        assert.equal(body.key, `user/${ALICE}/hello.txt`);
         assert.equal(body.AcceptRanges, 'bytes');
         assert.equal(body.ContentLength, 5);
         assert.equal(body.ContentType, 'text/plain');
@@ -137,35 +142,40 @@ for (const backend of backendKinds as BackendKind[]) {
       it('accepts a raw body with its Content-Type', async () => {
         const res = await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/alice/data.json',
+          url: `/storage/o/user/${ALICE}/data.json`,
           payload: '{"a":1}',
           headers: { ...auth(alice), 'content-type': 'application/json' },
         });
         assert.equal(res.statusCode, 200);
         assert.equal(res.json().ContentType, 'application/json');
-        const got = await t.app.inject({ url: '/storage/o/user/alice/data.json', headers: auth(alice) });
+        const got = await t.app.inject({ url: `/storage/o/user/${ALICE}/data.json`, headers: auth(alice) });
         assert.equal(got.body, '{"a":1}');
       });
 
       it('refuses a POST with neither a body nor a content type with 400 and stores nothing', async () => {
         const res = await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/alice/forgot.txt',
+          url: `/storage/o/user/${ALICE}/forgot.txt`,
           headers: auth(alice),
         });
         assert.equal(res.statusCode, 400);
         assert.equal(res.json().code, 'FILE_MISSING');
-        const got = await t.app.inject({ url: '/storage/o/user/alice/forgot.txt', headers: auth(alice) });
+        const got = await t.app.inject({ url: `/storage/o/user/${ALICE}/forgot.txt`, headers: auth(alice) });
         assert.equal(got.statusCode, 404);
       });
 
       it('sniffs the type from the bytes when the claim is missing or generic', async () => {
         const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), randomBytes(64)]);
-        const res = await upload('/storage/o/user/alice/pic', png, auth(alice), 'application/octet-stream');
+        const res = await upload(
+          `/storage/o/user/${ALICE}/pic`,
+          png,
+          auth(alice),
+          'application/octet-stream',
+        );
         assert.equal(res.json().ContentType, 'image/png');
         const html = await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/alice/page',
+          url: `/storage/o/user/${ALICE}/page`,
           payload: '<!doctype html><script>alert(1)</script>',
           headers: auth(alice),
         });
@@ -174,14 +184,14 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it('keeps the token when a file is overwritten', async () => {
-        const first = (await upload('/storage/o/user/alice/keep.txt', 'one', auth(alice))).json();
-        const second = (await upload('/storage/o/user/alice/keep.txt', 'two!', auth(alice))).json();
+        const first = (await upload(`/storage/o/user/${ALICE}/keep.txt`, 'one', auth(alice))).json();
+        const second = (await upload(`/storage/o/user/${ALICE}/keep.txt`, 'two!', auth(alice))).json();
         assert.equal(second.Metadata.token, first.Metadata.token);
         assert.equal(second.ContentLength, 4);
       });
 
       it("refuses an upload into another user's folder with 403 and stores nothing", async () => {
-        const res = await upload('/storage/o/user/alice/intruder.txt', 'x', auth(bob));
+        const res = await upload(`/storage/o/user/${ALICE}/intruder.txt`, 'x', auth(bob));
         assert.equal(res.statusCode, 403);
         assert.deepEqual(res.json(), {
           statusCode: 403,
@@ -190,14 +200,14 @@ for (const backend of backendKinds as BackendKind[]) {
           code: 'FORBIDDEN',
         });
         assert.equal(
-          (await t.app.inject({ url: '/storage/m/user/alice/intruder.txt', headers: auth(alice) }))
+          (await t.app.inject({ url: `/storage/m/user/${ALICE}/intruder.txt`, headers: auth(alice) }))
             .statusCode,
           404,
         );
       });
 
       it('answers 400 for a path ending in "/"', async () => {
-        const res = await upload('/storage/o/user/alice/folder/', 'x', auth(alice));
+        const res = await upload(`/storage/o/user/${ALICE}/folder/`, 'x', auth(alice));
         assert.equal(res.statusCode, 400);
         assert.equal(res.json().code, 'FOLDER_UPLOAD');
       });
@@ -206,7 +216,7 @@ for (const backend of backendKinds as BackendKind[]) {
         const none = multipartBody([{ name: 'other', data: 'field' }]);
         const r1 = await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/alice/none.txt',
+          url: `/storage/o/user/${ALICE}/none.txt`,
           payload: none.payload,
           headers: { ...none.headers, ...auth(alice) },
         });
@@ -218,7 +228,7 @@ for (const backend of backendKinds as BackendKind[]) {
         ]);
         const r2 = await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/alice/two.txt',
+          url: `/storage/o/user/${ALICE}/two.txt`,
           payload: two.payload,
           headers: { ...two.headers, ...auth(alice) },
         });
@@ -226,7 +236,7 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.equal(r2.json().code, 'TOO_MANY_FILES');
         for (const k of ['none.txt', 'two.txt']) {
           assert.equal(
-            (await t.app.inject({ url: `/storage/m/user/alice/${k}`, headers: auth(alice) })).statusCode,
+            (await t.app.inject({ url: `/storage/m/user/${ALICE}/${k}`, headers: auth(alice) })).statusCode,
             404,
           );
         }
@@ -242,18 +252,18 @@ for (const backend of backendKinds as BackendKind[]) {
       let etag: string;
       let lastModified: string;
       before(async () => {
-        const res = await upload('/storage/o/user/alice/digits.txt', '0123456789', auth(alice));
+        const res = await upload(`/storage/o/user/${ALICE}/digits.txt`, '0123456789', auth(alice));
         etag = res.json().ETag;
         const head = await t.app.inject({
           method: 'HEAD',
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: auth(alice),
         });
         lastModified = String(head.headers['last-modified']);
       });
 
       it('streams the bytes with validators, Accept-Ranges and private caching', async () => {
-        const res = await t.app.inject({ url: '/storage/o/user/alice/digits.txt', headers: auth(alice) });
+        const res = await t.app.inject({ url: `/storage/o/user/${ALICE}/digits.txt`, headers: auth(alice) });
         assert.equal(res.statusCode, 200);
         assert.equal(res.body, '0123456789');
         assert.equal(res.headers.etag, etag);
@@ -268,7 +278,7 @@ for (const backend of backendKinds as BackendKind[]) {
       it('answers HEAD with the headers and no body', async () => {
         const res = await t.app.inject({
           method: 'HEAD',
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: auth(alice),
         });
         assert.equal(res.statusCode, 200);
@@ -278,24 +288,24 @@ for (const backend of backendKinds as BackendKind[]) {
 
       it('answers 304 to a matching If-None-Match or a current If-Modified-Since', async () => {
         const r1 = await t.app.inject({
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: { ...auth(alice), 'if-none-match': etag },
         });
         assert.equal(r1.statusCode, 304);
         assert.equal(r1.body, '');
         assert.equal(r1.headers.etag, etag);
         const r2 = await t.app.inject({
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: { ...auth(alice), 'if-none-match': '"other"' },
         });
         assert.equal(r2.statusCode, 200);
         const r3 = await t.app.inject({
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: { ...auth(alice), 'if-modified-since': lastModified },
         });
         assert.equal(r3.statusCode, 304);
         const r4 = await t.app.inject({
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: {
             ...auth(alice),
             'if-modified-since': new Date(Date.parse(lastModified) - 60_000).toUTCString(),
@@ -313,7 +323,7 @@ for (const backend of backendKinds as BackendKind[]) {
         ];
         for (const [range, body, contentRange] of cases) {
           const res = await t.app.inject({
-            url: '/storage/o/user/alice/digits.txt',
+            url: `/storage/o/user/${ALICE}/digits.txt`,
             headers: { ...auth(alice), range },
           });
           assert.equal(res.statusCode, 206, range);
@@ -326,7 +336,7 @@ for (const backend of backendKinds as BackendKind[]) {
       it('answers 416 with Content-Range */size to an unsatisfiable range', async () => {
         for (const range of ['bytes=10-', 'bytes=50-60', 'bytes=-0']) {
           const res = await t.app.inject({
-            url: '/storage/o/user/alice/digits.txt',
+            url: `/storage/o/user/${ALICE}/digits.txt`,
             headers: { ...auth(alice), range },
           });
           assert.equal(res.statusCode, 416, range);
@@ -343,7 +353,7 @@ for (const backend of backendKinds as BackendKind[]) {
           { range: 'bytes=1-2', 'if-range': '"stale"' },
         ]) {
           const res = await t.app.inject({
-            url: '/storage/o/user/alice/digits.txt',
+            url: `/storage/o/user/${ALICE}/digits.txt`,
             headers: { ...auth(alice), ...headers },
           });
           assert.equal(res.statusCode, 200, JSON.stringify(headers));
@@ -353,32 +363,32 @@ for (const backend of backendKinds as BackendKind[]) {
 
       it("refuses another user's file (403) and serves it with the right ?token=", async () => {
         const meta = (
-          await t.app.inject({ url: '/storage/m/user/alice/digits.txt', headers: auth(alice) })
+          await t.app.inject({ url: `/storage/m/user/${ALICE}/digits.txt`, headers: auth(alice) })
         ).json();
         assert.equal(
-          (await t.app.inject({ url: '/storage/o/user/alice/digits.txt', headers: auth(bob) })).statusCode,
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/digits.txt`, headers: auth(bob) })).statusCode,
           403,
         );
-        assert.equal((await t.app.inject({ url: '/storage/o/user/alice/digits.txt' })).statusCode, 403);
+        assert.equal((await t.app.inject({ url: `/storage/o/user/${ALICE}/digits.txt` })).statusCode, 403);
         const withToken = await t.app.inject({
-          url: `/storage/o/user/alice/digits.txt?token=${meta.Metadata.token}`,
+          url: `/storage/o/user/${ALICE}/digits.txt?token=${meta.Metadata.token}`,
         });
         assert.equal(withToken.statusCode, 200);
         assert.equal(withToken.body, '0123456789');
         assert.equal(withToken.headers['cache-control'], 'private, no-cache');
         assert.equal(
-          (await t.app.inject({ url: '/storage/o/user/alice/digits.txt?token=wrong' })).statusCode,
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/digits.txt?token=wrong` })).statusCode,
           403,
         );
       });
 
       it('answers 404 for a missing file to those allowed to read it, 403 to others', async () => {
         assert.equal(
-          (await t.app.inject({ url: '/storage/o/user/alice/nope.txt', headers: auth(alice) })).statusCode,
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/nope.txt`, headers: auth(alice) })).statusCode,
           404,
         );
         assert.equal(
-          (await t.app.inject({ url: '/storage/o/user/alice/nope.txt', headers: auth(bob) })).statusCode,
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/nope.txt`, headers: auth(bob) })).statusCode,
           403,
         );
         assert.equal((await t.app.inject({ url: '/storage/o/public/nope.txt' })).statusCode, 404);
@@ -417,17 +427,17 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('metadata', () => {
       it('answers the exact metadata object for a file', async () => {
-        const up = (await upload('/storage/o/user/alice/m.txt', 'meta', auth(alice))).json();
-        const res = await t.app.inject({ url: '/storage/m/user/alice/m.txt', headers: auth(alice) });
+        const up = (await upload(`/storage/o/user/${ALICE}/m.txt`, 'meta', auth(alice))).json();
+        const res = await t.app.inject({ url: `/storage/m/user/${ALICE}/m.txt`, headers: auth(alice) });
         assert.equal(res.statusCode, 200);
         assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
         assert.equal(res.body, JSON.stringify(up));
       });
 
       it('answers 401 "expired" to a token it accepted before, once the token has expired', async () => {
-        await upload('/storage/o/user/alice/exp.txt', 'e', auth(alice));
-        const token = await tokenFor(t, 'alice');
-        const url = '/storage/m/user/alice/exp.txt';
+        await upload(`/storage/o/user/${ALICE}/exp.txt`, 'e', auth(alice));
+        const token = await tokenFor(t, ALICE);
+        const url = `/storage/m/user/${ALICE}/exp.txt`;
         assert.equal((await t.app.inject({ url, headers: auth(token) })).statusCode, 200);
         const back = t.clock.now();
         try {
@@ -441,43 +451,43 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.equal((await t.app.inject({ url, headers: auth(token) })).statusCode, 200);
       });
 
-      it("lists only the folder (trailing-slash prefix, not user/alice2/), recursively filtered by each file's own rules", async () => {
-        const carol = await tokenFor(t, 'list-a');
-        await upload('/storage/o/user/list-a/1.txt', '1', auth(carol));
-        await upload('/storage/o/user/list-a/2.txt', '22', auth(carol));
-        const carol2 = await tokenFor(t, 'list-a2');
-        await upload('/storage/o/user/list-a2/x.txt', 'x', auth(carol2));
+      it("lists only the folder (trailing-slash prefix, not user/<id>2/), recursively filtered by each file's own rules", async () => {
+        const carol = await tokenFor(t, LIST_A);
+        await upload(`/storage/o/user/${LIST_A}/1.txt`, '1', auth(carol));
+        await upload(`/storage/o/user/${LIST_A}/2.txt`, '22', auth(carol));
+        // A sibling folder whose name starts with this one's (stored by the admin: it is no user's id).
+        await upload(`/storage/o/user/${LIST_A}2/x.txt`, 'x', { 'x-admin-secret': ADMIN });
         // A deeper file matches no entry of the default rules, so only the admin can see it.
         await t.app.inject({
           method: 'POST',
-          url: '/storage/o/user/list-a/deep/3.txt',
+          url: `/storage/o/user/${LIST_A}/deep/3.txt`,
           payload: '333',
           headers: { 'x-admin-secret': ADMIN, 'content-type': 'text/plain' },
         });
-        const res = await t.app.inject({ url: '/storage/m/user/list-a/', headers: auth(carol) });
+        const res = await t.app.inject({ url: `/storage/m/user/${LIST_A}/`, headers: auth(carol) });
         assert.equal(res.statusCode, 200);
         assert.deepEqual(
           res.json().map((m: { key: string }) => m.key),
-          ['user/list-a/1.txt', 'user/list-a/2.txt'],
+          [`user/${LIST_A}/1.txt`, `user/${LIST_A}/2.txt`],
         );
         const admin = await t.app.inject({
-          url: '/storage/m/user/list-a/',
+          url: `/storage/m/user/${LIST_A}/`,
           headers: { 'x-admin-secret': ADMIN },
         });
         assert.deepEqual(
           admin.json().map((m: { key: string }) => m.key),
-          ['user/list-a/1.txt', 'user/list-a/2.txt', 'user/list-a/deep/3.txt'],
+          [`user/${LIST_A}/1.txt`, `user/${LIST_A}/2.txt`, `user/${LIST_A}/deep/3.txt`],
         );
         assert.equal(
-          (await t.app.inject({ url: '/storage/m/user/list-a/', headers: auth(bob) })).statusCode,
+          (await t.app.inject({ url: `/storage/m/user/${LIST_A}/`, headers: auth(bob) })).statusCode,
           403,
         );
         assert.equal((await t.app.inject({ url: '/storage/m/user/' })).statusCode, 403);
         assert.deepEqual(
           (
             await t.app.inject({
-              url: '/storage/m/user/empty-user/',
-              headers: auth(await tokenFor(t, 'empty-user')),
+              url: `/storage/m/user/${EMPTY_USER}/`,
+              headers: auth(await tokenFor(t, EMPTY_USER)),
             })
           ).json(),
           [],
@@ -485,37 +495,42 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it('rotates the token on DELETE /storage/m/<file> under the write rules, invalidating old links', async () => {
-        const up = (await upload('/storage/o/user/alice/rot.txt', 'r', auth(alice))).json();
+        const up = (await upload(`/storage/o/user/${ALICE}/rot.txt`, 'r', auth(alice))).json();
         assert.equal(
-          (await t.app.inject({ method: 'DELETE', url: '/storage/m/user/alice/rot.txt', headers: auth(bob) }))
-            .statusCode,
+          (
+            await t.app.inject({
+              method: 'DELETE',
+              url: `/storage/m/user/${ALICE}/rot.txt`,
+              headers: auth(bob),
+            })
+          ).statusCode,
           403,
         );
         const res = await t.app.inject({
           method: 'DELETE',
-          url: '/storage/m/user/alice/rot.txt',
+          url: `/storage/m/user/${ALICE}/rot.txt`,
           headers: auth(alice),
         });
         assert.equal(res.statusCode, 204);
         const now = (
-          await t.app.inject({ url: '/storage/m/user/alice/rot.txt', headers: auth(alice) })
+          await t.app.inject({ url: `/storage/m/user/${ALICE}/rot.txt`, headers: auth(alice) })
         ).json();
         assert.notEqual(now.Metadata.token, up.Metadata.token);
         assert.equal(
-          (await t.app.inject({ url: `/storage/o/user/alice/rot.txt?token=${up.Metadata.token}` }))
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/rot.txt?token=${up.Metadata.token}` }))
             .statusCode,
           403,
         );
         assert.equal(
-          (await t.app.inject({ url: `/storage/o/user/alice/rot.txt?token=${now.Metadata.token}` }))
+          (await t.app.inject({ url: `/storage/o/user/${ALICE}/rot.txt?token=${now.Metadata.token}` }))
             .statusCode,
           200,
         );
       });
 
       it('revokes the token on POST /storage/m/<file> with the admin secret only', async () => {
-        const up = (await upload('/storage/o/user/alice/rev.txt', 'r', auth(alice))).json();
-        const url = '/storage/m/user/alice/rev.txt';
+        const up = (await upload(`/storage/o/user/${ALICE}/rev.txt`, 'r', auth(alice))).json();
+        const url = `/storage/m/user/${ALICE}/rev.txt`;
         const owner = await t.app.inject({
           method: 'POST',
           url,
@@ -549,7 +564,7 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.equal(ok.json().ContentLength, 1);
         const missing = await t.app.inject({
           method: 'POST',
-          url: '/storage/m/user/alice/none.txt',
+          url: `/storage/m/user/${ALICE}/none.txt`,
           payload: { action: 'revoke-token' },
           headers: { 'x-admin-secret': ADMIN },
         });
@@ -559,11 +574,11 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('zip', () => {
       it('streams a folder of 100 files as a zip that unzips to the exact bytes', async () => {
-        const owner = await tokenFor(t, 'zipper');
+        const owner = await tokenFor(t, ZIPPER);
         const files = new Map<string, Buffer>();
         for (let i = 0; i < 100; i++) {
           const data = i % 2 ? randomBytes(100 + i * 37) : Buffer.from(`text file ${i}\n`.repeat(i + 1));
-          const key = `user/zipper/f${String(i).padStart(3, '0')}.bin`;
+          const key = `user/${ZIPPER}/f${String(i).padStart(3, '0')}.bin`;
           files.set(key, data);
           const res = await t.app.inject({
             method: 'POST',
@@ -573,10 +588,12 @@ for (const backend of backendKinds as BackendKind[]) {
           });
           assert.equal(res.statusCode, 200);
         }
-        const res = await t.app.inject({ url: '/storage/o/user/zipper/', headers: auth(owner) });
+        const res = await t.app.inject({ url: `/storage/o/user/${ZIPPER}/`, headers: auth(owner) });
         assert.equal(res.statusCode, 200);
         assert.equal(res.headers['content-type'], 'application/zip');
-        assert.match(String(res.headers['content-disposition']), /^attachment; filename="zipper.zip"/);
+        assert.ok(
+          String(res.headers['content-disposition']).startsWith(`attachment; filename="${ZIPPER}.zip"`),
+        );
         const entries = await unzip(res.rawPayload);
         assert.equal(entries.size, 100);
         for (const [key, data] of files) assert.ok(entries.get(key)?.equals(data), key);
@@ -584,21 +601,21 @@ for (const backend of backendKinds as BackendKind[]) {
 
       it('refuses the zip of a folder the caller may not list', async () => {
         assert.equal(
-          (await t.app.inject({ url: '/storage/o/user/zipper/', headers: auth(bob) })).statusCode,
+          (await t.app.inject({ url: `/storage/o/user/${ZIPPER}/`, headers: auth(bob) })).statusCode,
           403,
         );
         const head = await t.app.inject({
           method: 'HEAD',
-          url: '/storage/o/user/zipper/',
+          url: `/storage/o/user/${ZIPPER}/`,
           headers: auth(bob),
         });
         assert.equal(head.statusCode, 403);
       });
 
       it('survives a client that leaves in the middle of a zip', async () => {
-        const owner = await tokenFor(t, 'zipper');
+        const owner = await tokenFor(t, ZIPPER);
         await new Promise<void>((resolve, reject) => {
-          const req = http.get(`${base}/storage/o/user/zipper/`, { headers: auth(owner) }, (res) => {
+          const req = http.get(`${base}/storage/o/user/${ZIPPER}/`, { headers: auth(owner) }, (res) => {
             assert.equal(res.statusCode, 200);
             res.once('data', () => {
               req.destroy();
@@ -610,16 +627,16 @@ for (const backend of backendKinds as BackendKind[]) {
           );
         });
         await new Promise((r) => setTimeout(r, 200));
-        const again = await t.app.inject({ url: '/storage/o/user/zipper/', headers: auth(owner) });
+        const again = await t.app.inject({ url: `/storage/o/user/${ZIPPER}/`, headers: auth(owner) });
         assert.equal(again.statusCode, 200);
         assert.equal((await unzip(again.rawPayload)).size, 100);
       });
 
       it('answers HEAD on a folder with the zip headers and no body', async () => {
-        const owner = await tokenFor(t, 'zipper');
+        const owner = await tokenFor(t, ZIPPER);
         const res = await t.app.inject({
           method: 'HEAD',
-          url: '/storage/o/user/zipper/',
+          url: `/storage/o/user/${ZIPPER}/`,
           headers: auth(owner),
         });
         assert.equal(res.statusCode, 200);
@@ -630,28 +647,33 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('delete', () => {
       it('answers 204 and removes the file, then 404', async () => {
-        await upload('/storage/o/user/alice/del.txt', 'x', auth(alice));
+        await upload(`/storage/o/user/${ALICE}/del.txt`, 'x', auth(alice));
         assert.equal(
-          (await t.app.inject({ method: 'DELETE', url: '/storage/o/user/alice/del.txt', headers: auth(bob) }))
-            .statusCode,
+          (
+            await t.app.inject({
+              method: 'DELETE',
+              url: `/storage/o/user/${ALICE}/del.txt`,
+              headers: auth(bob),
+            })
+          ).statusCode,
           403,
         );
         const res = await t.app.inject({
           method: 'DELETE',
-          url: '/storage/o/user/alice/del.txt',
+          url: `/storage/o/user/${ALICE}/del.txt`,
           headers: auth(alice),
         });
         assert.equal(res.statusCode, 204);
         assert.equal(res.body, '');
         assert.equal(
-          (await t.app.inject({ url: '/storage/m/user/alice/del.txt', headers: auth(alice) })).statusCode,
+          (await t.app.inject({ url: `/storage/m/user/${ALICE}/del.txt`, headers: auth(alice) })).statusCode,
           404,
         );
         assert.equal(
           (
             await t.app.inject({
               method: 'DELETE',
-              url: '/storage/o/user/alice/del.txt',
+              url: `/storage/o/user/${ALICE}/del.txt`,
               headers: auth(alice),
             })
           ).statusCode,
@@ -669,8 +691,8 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       const bad = [
-        '/storage/o/public/../user/alice/hello.txt',
-        '/storage/o/public/%2E%2E/user/alice/hello.txt',
+        `/storage/o/public/../user/${ALICE}/hello.txt`,
+        `/storage/o/public/%2E%2E/user/${ALICE}/hello.txt`,
         '/storage/o/public/a/%2e/b',
         '/storage/o/public//a',
         '/storage/o/public/a%5Cb',
@@ -701,14 +723,14 @@ for (const backend of backendKinds as BackendKind[]) {
     describe('admin secret', () => {
       it('bypasses the rules when it matches the configured secret', async () => {
         const res = await t.app.inject({
-          url: '/storage/o/user/alice/digits.txt',
+          url: `/storage/o/user/${ALICE}/digits.txt`,
           headers: { 'x-admin-secret': ADMIN },
         });
         assert.equal(res.statusCode, 200);
         assert.equal(
           (
             await t.app.inject({
-              url: '/storage/o/user/alice/digits.txt',
+              url: `/storage/o/user/${ALICE}/digits.txt`,
               headers: { 'x-admin-secret': `${ADMIN}x` },
             })
           ).statusCode,
@@ -727,23 +749,23 @@ describe('storage without an admin secret', () => {
   after(() => t.close());
 
   it('grants no bypass to an empty or missing x-admin-secret header (HBP D3)', async () => {
-    const owner = await tokenFor(t, 'alice');
+    const owner = await tokenFor(t, ALICE);
     const mp = multipartBody([{ name: 'file', filename: 'a', type: 'text/plain', data: 'x' }]);
     await t.app.inject({
       method: 'POST',
-      url: '/storage/o/user/alice/a.txt',
+      url: `/storage/o/user/${ALICE}/a.txt`,
       payload: mp.payload,
       headers: { ...mp.headers, authorization: `Bearer ${owner}` },
     });
     for (const headers of [{}, { 'x-admin-secret': '' }, { 'x-admin-secret': 'undefined' }]) {
-      assert.equal((await t.app.inject({ url: '/storage/o/user/alice/a.txt', headers })).statusCode, 403);
+      assert.equal((await t.app.inject({ url: `/storage/o/user/${ALICE}/a.txt`, headers })).statusCode, 403);
       assert.equal(
-        (await t.app.inject({ method: 'DELETE', url: '/storage/o/user/alice/a.txt', headers })).statusCode,
+        (await t.app.inject({ method: 'DELETE', url: `/storage/o/user/${ALICE}/a.txt`, headers })).statusCode,
         403,
       );
       const rev = await t.app.inject({
         method: 'POST',
-        url: '/storage/m/user/alice/a.txt',
+        url: `/storage/m/user/${ALICE}/a.txt`,
         payload: { action: 'revoke-token' },
         headers,
       });

@@ -1,12 +1,13 @@
 /**
  * POST /auth/change-password: the signed-in caller sets a new password. The current one is required when
  * the account has one; an account without one needs a recent sign-in. Every other session of the account
- * ends.
+ * ends. Wrong `old_password`s are limited like wrong passwords at login (http/guesses.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
 import { changePassword } from '../accounts.ts';
 import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
@@ -32,13 +33,25 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
     },
     async (request, reply) => {
       const who = await request.requireUser();
-      await changePassword(ctx, who['user-id'], {
-        oldPassword: request.body.old_password,
-        newPassword: request.body.new_password,
-        own: ownSignIn(request),
-        // `old_password` is this route's proof; the window matters only to an account without a password.
-        reauth: reauthentication(request, undefined),
-      });
+      // A wrong old_password is a password guess (by whoever holds the access token): it counts against
+      // the same limits as a wrong password at login, for this account and address.
+      const guess =
+        request.body.old_password === undefined
+          ? undefined
+          : await app.guesses.begin(`user:${who['user-id']}`, request.ip);
+      try {
+        await changePassword(ctx, who['user-id'], {
+          oldPassword: request.body.old_password,
+          newPassword: request.body.new_password,
+          own: ownSignIn(request),
+          // `old_password` is this route's proof; the window matters only to an account without a password.
+          reauth: reauthentication(request, undefined),
+        });
+      } catch (err) {
+        if (!(err instanceof AppError && err.code === 'INCORRECT_PASSWORD')) await guess?.abandon();
+        throw err;
+      }
+      await guess?.succeeded();
       return reply.code(204).send(null);
     },
   );

@@ -1,7 +1,7 @@
 /** Small pieces shared by the auth route files. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
-import { presentedAccessToken, REFRESH_COOKIE } from '../../http/identity.ts';
+import { presentedAccessToken, REFRESH_COOKIE, signedCookie } from '../../http/identity.ts';
 import { AUTH_TIME_CLAIM } from '../jwt.ts';
 import type { Reauthentication } from '../reauth.ts';
 import type { OwnSignIn } from '../sessions.ts';
@@ -24,11 +24,9 @@ export function presentedRefreshToken(
   request: FastifyRequest,
   query: { refresh_token?: string },
 ): { value: string; source: 'query' | 'cookie' } | undefined {
-  const raw = request.cookies?.[REFRESH_COOKIE];
-  if (raw) {
-    const unsigned = request.unsignCookie(raw);
-    if (unsigned.valid && unsigned.value) return { value: unsigned.value, source: 'cookie' };
-  }
+  // Taken as a credential: a cross-site logout or refresh by cookie is refused (403 CSRF).
+  const cookie = request.cookieCredential(REFRESH_COOKIE);
+  if (cookie !== undefined) return { value: cookie, source: 'cookie' };
   if (query.refresh_token) return { value: query.refresh_token, source: 'query' };
   return undefined;
 }
@@ -41,7 +39,9 @@ export function ownSignIn(request: FastifyRequest): OwnSignIn {
   const token = presentedAccessToken(request);
   const iat = token === undefined ? undefined : decodeJwt(token).iat;
   return {
-    refreshToken: presentedRefreshToken(request, {})?.value,
+    // Names only the sign-in to keep, so no CSRF check: the credential is the access token that
+    // requireUser() verified (and checked for CSRF when it came from a cookie).
+    refreshToken: signedCookie(request, REFRESH_COOKIE),
     accessTokenIat: typeof iat === 'number' ? iat : undefined,
   };
 }
@@ -56,6 +56,7 @@ export function reauthentication(request: FastifyRequest, password: string | und
   return {
     authTime: typeof authTime === 'number' ? authTime : undefined,
     password,
-    limiter: request.server.limiter,
+    guesses: request.server.guesses,
+    address: request.ip,
   };
 }

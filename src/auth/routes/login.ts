@@ -1,14 +1,15 @@
 /**
  * POST /auth/login: password sign-in (a session, or `{mfa, ticket}` when the account has MFA), anonymous
  * sign-in (ANONYMOUS_USERS_ENABLED), and admin impersonation (USER_IMPERSONATION_ENABLED, header
- * `x-admin-secret`). Failed attempts are limited per email as well as per IP.
+ * `x-admin-secret`). Wrong passwords and admin secrets are limited per (account, client address) with
+ * growing waits, and per client address (http/guesses.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { emailKey } from '../../http/rate-limit.ts';
+import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
 import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { consumeEmailQuota } from '../../mail/quota.ts';
@@ -53,7 +54,6 @@ const MagicLinkSent = Type.Object(
 
 export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   const c = ctx.config;
-  const failureKey = (email: string) => `login:fail:${emailKey(email)}`;
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/login',
     {
@@ -70,14 +70,11 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       },
       preValidation: bodyDefaultsToObject,
       preHandler: async (request) => {
-        const body = request.body as LoginBody;
         await app.limiter.consume(
           `login:ip:${request.ip}`,
           c.RATE_LIMIT_LOGIN_MAX,
           c.RATE_LIMIT_LOGIN_WINDOW,
         );
-        if (body.email !== undefined)
-          await app.limiter.assertUnder(failureKey(body.email), c.RATE_LIMIT_LOGIN_EMAIL_MAX);
       },
     },
     async (request, reply) => {
@@ -100,6 +97,14 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         }
         throw new AppError('VALIDATION', '"password" is required');
       }
+      // With impersonation on, a non-empty admin secret replaces the password check (accounts.ts), so the
+      // guess is at the secret, not at this account's password.
+      const impersonating =
+        c.USER_IMPERSONATION_ENABLED && typeof adminSecret === 'string' && adminSecret !== '';
+      const guess = await app.guesses.begin(
+        impersonating ? ADMIN_SECRET_SUBJECT : passwordSubject(body.email),
+        request.ip,
+      );
       let result: Awaited<ReturnType<typeof loginWithPassword>>;
       try {
         result = await loginWithPassword(ctx, {
@@ -108,12 +113,11 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
           adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
         });
       } catch (err) {
-        if (err instanceof AppError && err.statusCode === 401) {
-          await app.limiter.record(failureKey(body.email), c.RATE_LIMIT_LOGIN_EMAIL_WINDOW);
-        }
+        const wrong = impersonating ? 'INVALID_ADMIN_SECRET' : 'INVALID_CREDENTIALS';
+        if (!(err instanceof AppError && err.code === wrong)) await guess.abandon();
         throw err;
       }
-      await app.limiter.reset(failureKey(body.email));
+      await guess.succeeded();
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
       return sendSession(reply, c, result.session, useCookie, ctx.clock.now());
     },

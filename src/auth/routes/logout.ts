@@ -30,7 +30,7 @@ export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
           { all: Type.Optional(Type.Boolean({ description: 'true: end every session of the account.' })) },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 429) },
+        response: { 204: NoContent, ...errors(400, 401, 403, 429) },
       },
       preValidation: bodyDefaultsToObject,
     },

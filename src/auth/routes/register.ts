@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { emailKey } from '../../http/rate-limit.ts';
+import { emailKey } from '../../http/counters.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { Locale } from '../../mail/templates.ts';
 import { register } from '../registration.ts';

@@ -17,7 +17,7 @@ export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: App
         summary: 'End every session of the signed-in user',
         security: [{ bearer: [] }],
         body: Type.Object({}, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 429) },
+        response: { 204: NoContent, ...errors(400, 401, 403, 429) },
       },
       preValidation: bodyDefaultsToObject,
     },

@@ -4,10 +4,12 @@
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
+import type { Config } from '../../config.ts';
 import type { StorageContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import { ADMIN_SECRET_SUBJECT } from '../../http/guesses.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
-import type { Caller, StorageDeps } from '../service.ts';
+import { type Caller, isAdmin, type StorageDeps } from '../service.ts';
 
 export const FileMetadataSchema = Type.Object(
   {
@@ -78,8 +80,14 @@ export function keyOf(request: FastifyRequest): ParsedKey {
   return key;
 }
 
-export async function callerOf(request: FastifyRequest): Promise<Caller> {
+/**
+ * The caller as the rules see it. An `x-admin-secret` (when a secret is configured) is a guess at it:
+ * refused with 429 over the limits before it is compared, and counted when wrong (http/guesses.ts).
+ */
+export async function callerOf(request: FastifyRequest, config: Config): Promise<Caller> {
   const secret = request.headers['x-admin-secret'];
+  if (typeof secret === 'string' && secret !== '' && config.HASURA_GRAPHQL_ADMIN_SECRET !== '')
+    await request.server.guesses.guard(ADMIN_SECRET_SUBJECT, request.ip, () => isAdmin(config, secret));
   const query = { ...((request.query ?? {}) as Record<string, unknown>) };
   // An empty `?token=` must never equal the empty token of an object stored without one (S3 objects
   // put by other tools): rules compare `request.query.token === resource.Metadata.token`.

@@ -20,7 +20,7 @@ export async function deleteFileRoute(app: FastifyInstance, opts: { ctx: AppCont
   const deps = depsOf(opts.ctx);
   app.delete('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    await deleteFile(deps, key, await callerOf(request));
+    await deleteFile(deps, key, await callerOf(request, deps.config));
     await opts.ctx.storage?.images.forget(key.key);
     return reply.code(204).send();
   });

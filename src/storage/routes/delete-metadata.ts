@@ -20,7 +20,7 @@ const schema = {
 export async function deleteMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const deps = depsOf(opts.ctx);
   app.delete('/m/*', { schema }, async (request, reply) => {
-    await rotateTokenByRules(deps, keyOf(request), await callerOf(request));
+    await rotateTokenByRules(deps, keyOf(request), await callerOf(request, deps.config));
     return reply.code(204).send();
   });
 }

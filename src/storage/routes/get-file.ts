@@ -39,7 +39,7 @@ export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext
   const deps = depsOf(opts.ctx);
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request);
+    const caller = await callerOf(request, deps.config);
     if (key.folder) {
       const files = listFolder(deps, key, caller, { forZip: true })[Symbol.asyncIterator]();
       return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });

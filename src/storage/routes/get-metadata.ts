@@ -33,7 +33,7 @@ export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppCon
   const deps = depsOf(opts.ctx);
   app.get('/m/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request);
+    const caller = await callerOf(request, deps.config);
     if (!key.folder) {
       const meta = toMetadata((await resolveFile(deps, key, caller)).info);
       // The 200 schema is a union (file or folder), which the serializer can only pick by validating the

@@ -21,7 +21,7 @@ const schema = {
 export async function updateMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const deps = depsOf(opts.ctx);
   app.post('/m/*', { schema }, async (request) => {
-    const info = await revokeTokenAsAdmin(deps, keyOf(request), await callerOf(request));
+    const info = await revokeTokenAsAdmin(deps, keyOf(request), await callerOf(request, deps.config));
     return toMetadata(info);
   });
 }

@@ -122,7 +122,7 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
 
   app.post('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request);
+    const caller = await callerOf(request, deps.config);
     const h = request.headers;
     if (!h['content-type'] && !h['transfer-encoding'] && (h['content-length'] ?? '0') === '0') {
       // A POST with no body and no type is a client mistake (a forgotten file), not an empty file.
