@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { type JwtKeys, loadJwtKeys } from './auth/keys.ts';
+import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import type { Config } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -27,7 +28,10 @@ export interface AppContext {
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  /** Sends the flows' emails (its `send` is the MailPort auth uses). */
   readonly mailer: Mailer;
+  /** Work that runs after the response (flows that must answer the same for every address). */
+  readonly tasks: BackgroundTasks;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
 }
@@ -67,6 +71,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       keys,
       cookieSecret: cookieSecret(config),
       mailer,
+      tasks: backgroundTasks(opts.log),
       storage,
     };
   } catch (err) {
@@ -91,6 +96,8 @@ async function openStorage(config: Config, log: FastifyBaseLogger): Promise<Stor
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
+  // Tasks still running use the mailer and the database.
+  await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
   await ctx.db.close();

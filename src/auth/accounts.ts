@@ -1,7 +1,7 @@
 /**
  * Account life cycle: sign-in (password, anonymous, impersonation), password and email change,
  * self-deletion. Route handlers call one function here each; registration and activation are in
- * registration.ts.
+ * flows/registration.ts.
  */
 import type { AppContext } from '../context.ts';
 import type { Database } from '../db/database.ts';
@@ -127,7 +127,7 @@ async function checkPassword(
   password: string,
 ): Promise<void> {
   // A pending account's password is its latest registration attempt's, not the account's (see
-  // registration.ts): the right one hears ACCOUNT_NOT_ACTIVATED, as before attempts existed.
+  // flows/registration.ts): the right one hears ACCOUNT_NOT_ACTIVATED, as before attempts existed.
   const pending = account !== undefined && !account.active && account.password_hash === null;
   const stored = pending
     ? await newestAttemptPasswordHash(ctx.db, account.id)

@@ -6,10 +6,10 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { resendActivation } from '../../mail/flows/activation.ts';
-import { checkRedirect, EmailLinkRequest } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
+import { resendActivation } from '../flows/registration.ts';
+import { checkRedirect, EmailLinkRequest } from '../redirects.ts';
 import { errors, NoContent } from '../schemas.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 const Body = EmailLinkRequest;
 

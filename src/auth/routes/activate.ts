@@ -7,9 +7,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
-import { activateWithTicket } from '../registration.ts';
+import { activateWithTicket } from '../flows/registration.ts';
 import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 /** Adds a query parameter to a configured URL, keeping its own query and fragment. */
 export function withParam(target: string, name: string, value: string): string {

@@ -6,7 +6,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { confirmEmailChange } from '../../mail/flows/email-change.ts';
+import { confirmEmailChange } from '../flows/email-change.ts';
 import { errors, NoContent, Ticket } from '../schemas.ts';
 
 const Body = Type.Object({ ticket: Ticket }, { additionalProperties: false });

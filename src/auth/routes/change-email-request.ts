@@ -1,17 +1,17 @@
 /**
  * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address. 503 and no
  * pending change when the email cannot be sent. A sensitive change: a recent sign-in or the current
- * `password`. A taken address is answered like a free one (see mail/flows/email-change.ts).
+ * `password`. A taken address is answered like a free one (see auth/flows/email-change.ts).
  */
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { requestEmailChange } from '../../mail/flows/email-change.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
+import { requestEmailChange } from '../flows/email-change.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
 import { ownSignIn, reauthentication } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 const Body = Type.Object(
   {

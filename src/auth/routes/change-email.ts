@@ -1,16 +1,16 @@
 /**
  * POST /auth/change-email: the signed-in caller changes their email without verification
  * (VERIFY_EMAILS=false). A sensitive change: a recent sign-in or the current `password`. A taken address
- * is answered like a free one (see mail/flows/email-change.ts).
+ * is answered like a free one (see auth/flows/email-change.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { changeEmailDirectly } from '../../mail/flows/email-change.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
+import { changeEmailDirectly } from '../flows/email-change.ts';
 import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(

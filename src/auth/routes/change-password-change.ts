@@ -6,7 +6,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { resetPassword } from '../../mail/flows/password-reset.ts';
+import { resetPassword } from '../flows/password-reset.ts';
 import { errors, NoContent, Password, Ticket } from '../schemas.ts';
 
 export async function changePasswordChangeRoute(

@@ -13,7 +13,7 @@ import { magicLinkRoute } from './magic-link.ts';
 
 export async function emailRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
   const c = opts.ctx.config;
-  const sends = opts.ctx.mailer.mode !== 'disabled';
+  const sends = opts.ctx.mailer.sends;
   if (c.MAGIC_LINK_ENABLED) await app.register(magicLinkRoute, opts);
   if (sends && (!c.AUTO_ACTIVATE_NEW_USERS || c.MAGIC_LINK_ENABLED))
     await app.register(activateResendRoute, opts);

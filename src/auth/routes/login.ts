@@ -10,13 +10,13 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
-import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
+import { requestMagicLogin } from '../flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 function bodySchema(ctx: AppContext): TObject {
   const c = ctx.config;

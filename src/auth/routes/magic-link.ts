@@ -7,9 +7,9 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { followMagicLink } from '../../mail/flows/magic-link.ts';
-import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import { followMagicLink } from '../flows/magic-link.ts';
 import { CookieFlag, errors, Session } from '../schemas.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 const Query = Type.Object(
   {

@@ -1,16 +1,16 @@
 /**
  * POST /auth/register: create an account with email and password, or without a password when
  * MAGIC_LINK_ENABLED (contract §4.1, spec §4.1). With AUTO_ACTIVATE_NEW_USERS=false the answer is the same
- * for a new, a pending and an active address (see auth/registration.ts).
+ * for a new, a pending and an active address (see auth/flows/registration.ts).
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { emailKey } from '../../http/counters.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { Locale } from '../../mail/templates.ts';
-import { register } from '../registration.ts';
+import { register } from '../flows/registration.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';

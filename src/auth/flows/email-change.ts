@@ -11,28 +11,31 @@
  * Every step sends its email before committing, so a refused message (503) leaves no pending change, no
  * live ticket and no switched address behind.
  */
-import { assertEmailDomain, callerAccount } from '../../auth/accounts.ts';
+
+import type { AppContext } from '../../context.ts';
+import type { Queryable } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import { appLink } from '../../mail/links.ts';
+import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import {
   type AccountRow,
+  accountLocale,
   emailTaken,
   findAccountByEmail,
   findAccountById,
   loadProfile,
+  releaseStalePendingEmail,
   setEmail,
-} from '../../auth/accounts-store.ts';
-import { assertReauthenticated, type Reauthentication } from '../../auth/reauth.ts';
-import { endAllSessions, type OwnSignIn, ownFamily } from '../../auth/sessions.ts';
-import { consumeTicket, issueTicket, retireTickets } from '../../auth/tickets-store.ts';
-import type { AppContext } from '../../context.ts';
-import type { Queryable } from '../../db/database.ts';
-import { AppError } from '../../errors.ts';
-import { appLink } from '../links.ts';
-import { accountLocale, releaseStalePendingEmail, setPendingEmail } from '../mail-store.ts';
+  setPendingEmail,
+} from '../accounts-store.ts';
+import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
+import { endAllSessions, type OwnSignIn, ownFamily } from '../sessions.ts';
+import { consumeTicket, issueTicket, retireTickets } from '../tickets-store.ts';
 
 const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
 
 /** Whether email-change notices go out (NOTIFY_EMAIL_CHANGE, and a mailer that sends). */
-const noticesOn = (ctx: AppContext) => ctx.config.NOTIFY_EMAIL_CHANGE && ctx.mailer.mode !== 'disabled';
+const noticesOn = (ctx: AppContext) => ctx.config.NOTIFY_EMAIL_CHANGE && ctx.mailer.sends;
 
 /** Where the notices point: the application, never a link that carries a secret. */
 const appHome = (ctx: AppContext) => ctx.config.REDIRECT_URL_SUCCESS || ctx.config.SERVER_URL;
@@ -46,7 +49,7 @@ async function notifyOldAddress(
   newEmail: string,
 ): Promise<void> {
   const profile = await loadProfile(tx, account.id);
-  await ctx.mailer.send({
+  await ctx.mailer.send(tx, {
     to: oldEmail,
     template: 'notify-email-change',
     locals: {
@@ -68,7 +71,7 @@ async function notifyOldAddress(
 async function tellAddressInUse(ctx: AppContext, tx: Queryable, address: string): Promise<void> {
   const owner = await findAccountByEmail(tx, address);
   const profile = owner ? await loadProfile(tx, owner.id) : undefined;
-  await ctx.mailer.send({
+  await ctx.mailer.send(tx, {
     to: address,
     template: 'email-in-use',
     locals: {
@@ -151,7 +154,7 @@ export async function requestEmailChange(
     });
     const profile = await loadProfile(tx, account.id);
     const link = appLink(ctx.config, input.redirectTo, { ticket, type: 'email-change' });
-    await ctx.mailer.send({
+    await ctx.mailer.send(tx, {
       to: input.newEmail,
       template: 'change-email',
       locals: {

@@ -6,15 +6,11 @@
  * Failure: 302 to REDIRECT_URL_ERROR, else 401.
  */
 import type { FastifyReply } from 'fastify';
-import { sendSession, setSessionCookies } from '../auth/session-response.ts';
-import type { Session } from '../auth/sessions.ts';
-import type { AppContext } from '../context.ts';
-import { AppError } from '../errors.ts';
-import { withParams } from './links.ts';
-
-export type LinkOutcome =
-  | { kind: 'session'; session: Session; redirectTo?: string }
-  | { kind: 'mfa'; ticket: string; redirectTo?: string };
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { withParams } from '../../mail/links.ts';
+import type { LinkOutcome } from '../flows/magic-link.ts';
+import { sendSession, setSessionCookies } from '../session-response.ts';
 
 /**
  * In production an emailed link must land on the app: without REDIRECT_URL_SUCCESS the link answers

@@ -1,16 +1,15 @@
 /**
- * Registration emails: activation links, and the notice to an address that already has an account.
- * Each is issued inside the caller's transaction and sent before it commits: if the SMTP server refuses,
- * the error (503) rolls back the account, attempt or ticket with it, so nobody is left with an account
- * they cannot activate or a ticket they never received.
+ * The emails that carry a sign-in or registration link (activation, magic link) and the notice to an
+ * address that already has an account. Each is issued inside the caller's transaction and handed to the
+ * MailPort with it: when the message is refused (503) the account, attempt or ticket rolls back with it,
+ * so nobody is left with an account they cannot activate or a ticket they never received.
  */
-import { findAccountByEmail, loadProfile, lockAccountByEmail } from '../../auth/accounts-store.ts';
-import { resendRegistration } from '../../auth/registration.ts';
-import { issueTicket } from '../../auth/tickets-store.ts';
+
 import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
-import { serviceLink } from '../links.ts';
-import { accountLocale } from '../mail-store.ts';
+import { serviceLink } from '../../mail/links.ts';
+import { accountLocale, loadProfile } from '../accounts-store.ts';
+import { issueTicket } from '../tickets-store.ts';
 
 export interface ActivationInput {
   accountId: string;
@@ -18,7 +17,7 @@ export interface ActivationInput {
   displayName: string;
   /** Where GET /auth/activate sends the browser (already checked against ALLOWED_REDIRECT_URLS). */
   redirectTo?: string;
-  /** The registration attempt whose choices the link may apply (see auth/registration.ts). */
+  /** The registration attempt whose choices the link may apply (see auth/flows/registration.ts). */
   attemptId?: string;
   /** Template locale; the account's when not given. */
   locale?: string;
@@ -33,7 +32,7 @@ export interface ActivationInput {
  * With EMAILS_ENABLED=false nothing is issued: the account waits for an operator to activate it.
  */
 export async function issueActivation(ctx: AppContext, tx: Queryable, input: ActivationInput): Promise<void> {
-  if (ctx.mailer.mode === 'disabled') return;
+  if (!ctx.mailer.sends) return;
   const payload: Record<string, unknown> = {};
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
@@ -44,7 +43,7 @@ export async function issueActivation(ctx: AppContext, tx: Queryable, input: Act
     keepEarlier: input.keepEarlier,
   });
   const link = serviceLink(ctx.config, '/auth/activate', { ticket });
-  await ctx.mailer.send({
+  await ctx.mailer.send(tx, {
     to: input.email,
     template: 'activate-account',
     locals: {
@@ -72,7 +71,7 @@ export async function sendAccountExists(
 ): Promise<void> {
   const c = ctx.config;
   const profile = await loadProfile(tx, input.id);
-  await ctx.mailer.send({
+  await ctx.mailer.send(tx, {
     to: input.email,
     template: 'account-exists',
     locals: {
@@ -86,21 +85,51 @@ export async function sendAccountExists(
   });
 }
 
-/**
- * POST /auth/activate/resend: a new link for an account that is still waiting for activation (an
- * activation link, or a magic register link after a password-less registration). Runs after the
- * response, so the answer is the same, in status and in time, whether or not the address has such an
- * account.
- */
-export function resendActivation(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
-  ctx.mailer.later('activation-resend', async () => {
-    const found = await findAccountByEmail(ctx.db, input.email);
-    if (!found || found.active || found.is_anonymous || !found.email) return;
-    await ctx.db.transaction(async (tx) => {
-      // Read again under lock: an activation or a registration of the same account waits for this one.
-      const account = await lockAccountByEmail(tx, input.email);
-      if (!account || account.active || account.email === null) return;
-      await resendRegistration(ctx, tx, { ...account, email: account.email }, input.redirectTo);
-    });
+export type MagicAction = 'register' | 'log-in';
+
+export interface MagicLinkInput {
+  accountId: string;
+  email: string;
+  displayName: string;
+  action: MagicAction;
+  redirectTo?: string;
+  /** `register`: the registration attempt whose choices the link may apply (see auth/flows/registration.ts). */
+  attemptId?: string;
+  /** Template locale; the account's when not given. */
+  locale?: string;
+  /** `register`: false when following the link will keep no choice made at registration. */
+  keepsChoices?: boolean;
+  /** Keep the account's earlier magic links valid (another registration attempt's link). */
+  keepEarlier?: boolean;
+}
+
+/** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
+export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: MagicLinkInput): Promise<void> {
+  const payload: Record<string, unknown> = { action: input.action };
+  if (input.redirectTo) payload.redirect_to = input.redirectTo;
+  if (input.attemptId) payload.attempt_id = input.attemptId;
+  const { ticket: token } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
+    accountId: input.accountId,
+    purpose: 'magic-link',
+    payload,
+    keepEarlier: input.keepEarlier,
+  });
+  const link = serviceLink(ctx.config, '/auth/magic-link', { action: input.action, token });
+  await ctx.mailer.send(tx, {
+    to: input.email,
+    template: 'magic-link',
+    locals: {
+      display_name: input.displayName,
+      email: input.email,
+      url: ctx.config.SERVER_URL,
+      token,
+      link,
+      // HBP's locals: `action` is shown in the text, `action_url` goes into the link.
+      action: input.action === 'register' ? 'register' : 'log in',
+      action_url: input.action,
+      ...(input.action === 'register' ? { keeps_choices: input.keepsChoices ?? true } : {}),
+      locale: input.locale ?? (await accountLocale(tx, input.accountId)),
+    },
+    headers: { 'X-Token': token },
   });
 }

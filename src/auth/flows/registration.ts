@@ -16,16 +16,15 @@
  * time: the password is hashed either way); the mailbox learns which it was by email.
  */
 import { randomUUID } from 'node:crypto';
-import type { AppContext } from '../context.ts';
-import type { Queryable } from '../db/database.ts';
-import { AppError } from '../errors.ts';
-import { issueActivation, sendAccountExists } from '../mail/flows/activation.ts';
-import { issueMagicLink } from '../mail/flows/magic-link.ts';
-import { accountLocale, clearAccountLocale, setAccountLocale } from '../mail/mail-store.ts';
-import { assertEmailDomain } from './accounts.ts';
+import type { AppContext } from '../../context.ts';
+import type { Queryable } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import { assertEmailDomain } from '../accounts.ts';
 import {
   type AccountRow,
+  accountLocale,
   activateAccount,
+  clearAccountLocale,
   findAccountByEmail,
   findAccountById,
   insertAccount,
@@ -33,9 +32,10 @@ import {
   probeUserRow,
   resettableUserColumns,
   setAccountCredentials,
+  setAccountLocale,
   setUserFields,
-} from './accounts-store.ts';
-import { checkBreached, hashPassword } from './passwords.ts';
+} from '../accounts-store.ts';
+import { checkBreached, hashPassword } from '../passwords.ts';
 import {
   type AttemptRow,
   attemptsLiveSince,
@@ -44,10 +44,16 @@ import {
   insertAttempt,
   newestAttempt,
   purgeStaleAttempts,
-} from './registration-store.ts';
-import type { PublicUser } from './schemas.ts';
-import { issueSession, type Session } from './sessions.ts';
-import { type ConsumedTicket, consumeTicket, retireTickets, ticketLifetimeMinutes } from './tickets-store.ts';
+} from '../registration-store.ts';
+import type { PublicUser } from '../schemas.ts';
+import { issueSession, type Session } from '../sessions.ts';
+import {
+  type ConsumedTicket,
+  consumeTicket,
+  retireTickets,
+  ticketLifetimeMinutes,
+} from '../tickets-store.ts';
+import { issueActivation, issueMagicLink, sendAccountExists } from './link-emails.ts';
 
 export interface RegisterInput {
   email: string;
@@ -108,7 +114,7 @@ interface Plan {
 export async function register(ctx: AppContext, input: RegisterInput): Promise<RegisterResult> {
   const c = ctx.config;
   const passwordless = input.password === undefined;
-  if (passwordless && ctx.mailer.mode === 'disabled') throw new AppError('EMAILS_DISABLED');
+  if (passwordless && !ctx.mailer.sends) throw new AppError('EMAILS_DISABLED');
   assertEmailDomain(ctx, input.email);
   // Auto-activation answers a new address with tokens, which a taken address cannot get: the spec forces
   // a difference there, so the refusal is said at once (HBP's messages).
@@ -180,7 +186,7 @@ async function registerActive(ctx: AppContext, plan: Plan): Promise<RegisterResu
  * when SMTP refuses (503) nothing is left behind, for a new address as for a taken one.
  */
 async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): Promise<RegisterResult> {
-  const sends = ctx.mailer.mode !== 'disabled';
+  const sends = ctx.mailer.sends;
   return ctx.db.transaction(async (tx) => {
     const fields = await probeUserRow(tx, plan.userData);
     const existing = await lockAccountByEmail(tx, plan.email);
@@ -394,4 +400,23 @@ async function grantChoices(
   await setUserFields(tx, account.user_id, attempt?.user_data ?? { display_name: account.email }, reset);
   if (attempt?.locale) await setAccountLocale(tx, account.id, attempt.locale);
   else await clearAccountLocale(tx, account.id);
+}
+
+/**
+ * POST /auth/activate/resend: a new link for an account that is still waiting for activation (an
+ * activation link, or a magic register link after a password-less registration). Runs after the
+ * response, so the answer is the same, in status and in time, whether or not the address has such an
+ * account.
+ */
+export function resendActivation(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
+  ctx.tasks.later('activation-resend', async () => {
+    const found = await findAccountByEmail(ctx.db, input.email);
+    if (!found || found.active || found.is_anonymous || !found.email) return;
+    await ctx.db.transaction(async (tx) => {
+      // Read again under lock: an activation or a registration of the same account waits for this one.
+      const account = await lockAccountByEmail(tx, input.email);
+      if (!account || account.active || account.email === null) return;
+      await resendRegistration(ctx, tx, { ...account, email: account.email }, input.redirectTo);
+    });
+  });
 }

@@ -4,68 +4,22 @@
  * carries a 'magic-link' ticket: random, stored hashed, single use, MAGIC_LINK_EXPIRES_IN minutes, and
  * delivered only by email; the session is opened when the link is followed.
  */
-import { findAccountByEmail, findAccountById, loadProfile } from '../../auth/accounts-store.ts';
-import { completeRegistration } from '../../auth/registration.ts';
-import { issueSession } from '../../auth/sessions.ts';
-import { consumeTicket, issueTicket } from '../../auth/tickets-store.ts';
+
 import type { AppContext } from '../../context.ts';
-import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
-import type { LinkOutcome } from '../link-response.ts';
-import { serviceLink } from '../links.ts';
-import { accountLocale } from '../mail-store.ts';
+import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-store.ts';
+import { issueSession, type Session } from '../sessions.ts';
+import { consumeTicket, issueTicket } from '../tickets-store.ts';
+import { issueMagicLink, type MagicAction } from './link-emails.ts';
+import { completeRegistration } from './registration.ts';
 
-export type MagicAction = 'register' | 'log-in';
-
-export interface MagicLinkInput {
-  accountId: string;
-  email: string;
-  displayName: string;
-  action: MagicAction;
-  redirectTo?: string;
-  /** `register`: the registration attempt whose choices the link may apply (see auth/registration.ts). */
-  attemptId?: string;
-  /** Template locale; the account's when not given. */
-  locale?: string;
-  /** `register`: false when following the link will keep no choice made at registration. */
-  keepsChoices?: boolean;
-  /** Keep the account's earlier magic links valid (another registration attempt's link). */
-  keepEarlier?: boolean;
-}
-
-/** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
-export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: MagicLinkInput): Promise<void> {
-  const payload: Record<string, unknown> = { action: input.action };
-  if (input.redirectTo) payload.redirect_to = input.redirectTo;
-  if (input.attemptId) payload.attempt_id = input.attemptId;
-  const { ticket: token } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
-    accountId: input.accountId,
-    purpose: 'magic-link',
-    payload,
-    keepEarlier: input.keepEarlier,
-  });
-  const link = serviceLink(ctx.config, '/auth/magic-link', { action: input.action, token });
-  await ctx.mailer.send({
-    to: input.email,
-    template: 'magic-link',
-    locals: {
-      display_name: input.displayName,
-      email: input.email,
-      url: ctx.config.SERVER_URL,
-      token,
-      link,
-      // HBP's locals: `action` is shown in the text, `action_url` goes into the link.
-      action: input.action === 'register' ? 'register' : 'log in',
-      action_url: input.action,
-      ...(input.action === 'register' ? { keeps_choices: input.keepsChoices ?? true } : {}),
-      locale: input.locale ?? (await accountLocale(tx, input.accountId)),
-    },
-    headers: { 'X-Token': token },
-  });
-}
+/** What following an emailed link (activation, magic link) leads to: a session, or the MFA step. */
+export type LinkOutcome =
+  | { kind: 'session'; session: Session; redirectTo?: string }
+  | { kind: 'mfa'; ticket: string; redirectTo?: string };
 
 function requireEmails(ctx: AppContext): void {
-  if (ctx.mailer.mode === 'disabled') throw new AppError('EMAILS_DISABLED');
+  if (!ctx.mailer.sends) throw new AppError('EMAILS_DISABLED');
 }
 
 /**
@@ -75,7 +29,7 @@ function requireEmails(ctx: AppContext): void {
  */
 export function requestMagicLogin(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
   requireEmails(ctx);
-  ctx.mailer.later('magic-link-login', async () => {
+  ctx.tasks.later('magic-link-login', async () => {
     const account = await findAccountByEmail(ctx.db, input.email);
     if (!account?.active || !account.email) return;
     const email = account.email;

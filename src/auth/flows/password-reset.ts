@@ -3,23 +3,24 @@
  * after the response, only to an existing, active account (HBP answered 400 for unknown addresses).
  * The reset sets the password, uses up every open ticket of the account and ends every session.
  */
+
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { appLink } from '../../mail/links.ts';
 import {
+  accountLocale,
   findAccountByEmail,
   findAccountById,
   loadProfile,
   setPasswordHash,
-} from '../../auth/accounts-store.ts';
-import { checkBreached, hashPassword } from '../../auth/passwords.ts';
-import { deleteAccountSessions } from '../../auth/sessions-store.ts';
-import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../../auth/tickets-store.ts';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
-import { appLink } from '../links.ts';
-import { accountLocale } from '../mail-store.ts';
+} from '../accounts-store.ts';
+import { checkBreached, hashPassword } from '../passwords.ts';
+import { deleteAccountSessions } from '../sessions-store.ts';
+import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 
 /** POST /auth/change-password/request. */
 export function requestPasswordReset(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
-  ctx.mailer.later('password-reset', async () => {
+  ctx.tasks.later('password-reset', async () => {
     const account = await findAccountByEmail(ctx.db, input.email);
     if (!account?.active || !account.email) return;
     // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
@@ -30,7 +31,7 @@ export function requestPasswordReset(ctx: AppContext, input: { email: string; re
         purpose: 'password-reset',
       });
       const profile = await loadProfile(tx, account.id);
-      await ctx.mailer.send({
+      await ctx.mailer.send(tx, {
         to: email,
         template: 'lost-password',
         locals: {
