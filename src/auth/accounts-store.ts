@@ -420,3 +420,12 @@ export async function accountLocale(db: Queryable, accountId: string): Promise<s
 export async function clearAccountLocale(db: Queryable, accountId: string): Promise<void> {
   await db.query('ClearAccountLocale', 'DELETE FROM auth.account_locales WHERE account_id = $1', [accountId]);
 }
+
+/** Adds the roles that auth.roles does not list yet (the configured roles must exist there). */
+export async function ensureRoles(db: Queryable, roles: readonly string[]): Promise<void> {
+  await db.query(
+    'EnsureRoles',
+    'INSERT INTO auth.roles (role) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING',
+    [roles],
+  );
+}

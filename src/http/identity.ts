@@ -11,7 +11,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
-import type { AppContext } from '../context.ts';
+import type { JwtKeys } from '../auth/keys.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { crossSiteCheck } from './csrf.ts';
 
@@ -62,25 +64,32 @@ export function signedCookie(request: FastifyRequest, name: string): string | un
   return unsigned.valid && unsigned.value ? unsigned.value : undefined;
 }
 
+/** What the identity plugin needs: the keys and settings that verify tokens, and the time. */
+export interface IdentityDeps {
+  readonly config: Config;
+  readonly keys: JwtKeys;
+  readonly clock: Clock;
+}
+
 async function resolve(
-  ctx: AppContext,
+  deps: IdentityDeps,
   verifier: AccessTokenVerifier,
   request: FastifyRequest,
 ): Promise<PermissionVariables | undefined> {
   const token = presentedAccessToken(request);
   if (token === undefined) return undefined;
   try {
-    return await verifier.verify(token, ctx.clock.now());
+    return await verifier.verify(token, deps.clock.now());
   } catch (err) {
     if (err instanceof InvalidAccessToken) throw invalid(err.message);
     throw err;
   }
 }
 
-export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppContext }) => {
+export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: IdentityDeps }) => {
   const cache = new WeakMap<FastifyRequest, Promise<PermissionVariables | undefined>>();
-  const verifier = new AccessTokenVerifier(opts.ctx.keys, opts.ctx.config);
-  const checkCrossSite = crossSiteCheck(opts.ctx.config);
+  const verifier = new AccessTokenVerifier(opts.deps.keys, opts.deps.config);
+  const checkCrossSite = crossSiteCheck(opts.deps.config);
   app.decorateRequest('cookieCredential', function (this: FastifyRequest, name: string) {
     const value = signedCookie(this, name);
     if (value !== undefined) checkCrossSite(this);
@@ -89,7 +98,7 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppCo
   app.decorateRequest('identity', function (this: FastifyRequest) {
     let p = cache.get(this);
     if (!p) {
-      p = resolve(opts.ctx, verifier, this);
+      p = resolve(opts.deps, verifier, this);
       cache.set(this, p);
     }
     return p;

@@ -5,10 +5,10 @@
  * so nobody is left with an account they cannot activate or a ticket they never received.
  */
 
-import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { serviceLink } from '../../mail/links.ts';
 import { accountLocale, loadProfile } from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
 import { issueTicket } from '../tickets-store.ts';
 
 export interface ActivationInput {
@@ -31,25 +31,29 @@ export interface ActivationInput {
  * Issues an 'activation' ticket and emails the link `GET /auth/activate?ticket=…` (header X-Ticket).
  * With EMAILS_ENABLED=false nothing is issued: the account waits for an operator to activate it.
  */
-export async function issueActivation(ctx: AppContext, tx: Queryable, input: ActivationInput): Promise<void> {
-  if (!ctx.mailer.sends) return;
+export async function issueActivation(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: ActivationInput,
+): Promise<void> {
+  if (!deps.mailer.sends) return;
   const payload: Record<string, unknown> = {};
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
-  const { ticket } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
+  const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
     accountId: input.accountId,
     purpose: 'activation',
     payload,
     keepEarlier: input.keepEarlier,
   });
-  const link = serviceLink(ctx.config, '/auth/activate', { ticket });
-  await ctx.mailer.send(tx, {
+  const link = serviceLink(deps.config, '/auth/activate', { ticket });
+  await deps.mailer.send(tx, {
     to: input.email,
     template: 'activate-account',
     locals: {
       display_name: input.displayName,
       email: input.email,
-      url: ctx.config.SERVER_URL,
+      url: deps.config.SERVER_URL,
       ticket,
       link,
       keeps_choices: input.keepsChoices ?? true,
@@ -65,13 +69,13 @@ export async function issueActivation(ctx: AppContext, tx: Queryable, input: Act
  * SERVER_URL). Nothing on the account changes. No ticket: a reset is asked for the usual way.
  */
 export async function sendAccountExists(
-  ctx: AppContext,
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
   tx: Queryable,
   input: { id: string; email: string; locale?: string; redirectTo?: string },
 ): Promise<void> {
-  const c = ctx.config;
+  const c = deps.config;
   const profile = await loadProfile(tx, input.id);
-  await ctx.mailer.send(tx, {
+  await deps.mailer.send(tx, {
     to: input.email,
     template: 'account-exists',
     locals: {
@@ -104,24 +108,28 @@ export interface MagicLinkInput {
 }
 
 /** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
-export async function issueMagicLink(ctx: AppContext, tx: Queryable, input: MagicLinkInput): Promise<void> {
+export async function issueMagicLink(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: MagicLinkInput,
+): Promise<void> {
   const payload: Record<string, unknown> = { action: input.action };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
-  const { ticket: token } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
+  const { ticket: token } = await issueTicket(tx, deps.config, deps.clock.now(), {
     accountId: input.accountId,
     purpose: 'magic-link',
     payload,
     keepEarlier: input.keepEarlier,
   });
-  const link = serviceLink(ctx.config, '/auth/magic-link', { action: input.action, token });
-  await ctx.mailer.send(tx, {
+  const link = serviceLink(deps.config, '/auth/magic-link', { action: input.action, token });
+  await deps.mailer.send(tx, {
     to: input.email,
     template: 'magic-link',
     locals: {
       display_name: input.displayName,
       email: input.email,
-      url: ctx.config.SERVER_URL,
+      url: deps.config.SERVER_URL,
       token,
       link,
       // HBP's locals: `action` is shown in the text, `action_url` goes into the link.

@@ -5,9 +5,9 @@
  * delivered only by email; the session is opened when the link is followed.
  */
 
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
 import { issueSession, type Session } from '../sessions.ts';
 import { consumeTicket, issueTicket } from '../tickets-store.ts';
 import { issueMagicLink, type MagicAction } from './link-emails.ts';
@@ -18,8 +18,8 @@ export type LinkOutcome =
   | { kind: 'session'; session: Session; redirectTo?: string }
   | { kind: 'mfa'; ticket: string; redirectTo?: string };
 
-function requireEmails(ctx: AppContext): void {
-  if (!ctx.mailer.sends) throw new AppError('EMAILS_DISABLED');
+function requireEmails(deps: AuthDeps): void {
+  if (!deps.mailer.sends) throw new AppError('EMAILS_DISABLED');
 }
 
 /**
@@ -27,15 +27,15 @@ function requireEmails(ctx: AppContext): void {
  * the response, and only to an existing, active account, so neither status nor timing tells whether the
  * address is registered.
  */
-export function requestMagicLogin(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
-  requireEmails(ctx);
-  ctx.tasks.later('magic-link-login', async () => {
-    const account = await findAccountByEmail(ctx.db, input.email);
+export function requestMagicLogin(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
+  requireEmails(deps);
+  deps.tasks.later('magic-link-login', async () => {
+    const account = await findAccountByEmail(deps.db, input.email);
     if (!account?.active || !account.email) return;
     const email = account.email;
-    await ctx.db.transaction(async (tx) => {
+    await deps.db.transaction(async (tx) => {
       const profile = await loadProfile(tx, account.id);
-      await issueMagicLink(ctx, tx, {
+      await issueMagicLink(deps, tx, {
         accountId: account.id,
         email,
         displayName: profile?.user.display_name ?? email,
@@ -53,27 +53,27 @@ export function requestMagicLogin(ctx: AppContext, input: { email: string; redir
  * expired, of another action, or its account cannot sign in.
  */
 export async function followMagicLink(
-  ctx: AppContext,
+  deps: AuthDeps,
   input: { token: string; action: MagicAction },
 ): Promise<LinkOutcome | undefined> {
-  const now = ctx.clock.now();
-  return ctx.db.transaction(async (tx) => {
+  const now = deps.clock.now();
+  return deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, now, input.token, 'magic-link');
     if (!used || used.payload.action !== input.action) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     if (input.action === 'register') {
-      if (!(await completeRegistration(ctx, tx, used))) return undefined;
+      if (!(await completeRegistration(deps, tx, used))) return undefined;
     }
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;
     if (account.mfa_enabled) {
-      const { ticket } = await issueTicket(tx, ctx.config, now, {
+      const { ticket } = await issueTicket(tx, deps.config, now, {
         accountId: account.id,
         purpose: 'mfa-login',
         keepEarlier: true,
       });
       return { kind: 'mfa', ticket, redirectTo };
     }
-    return { kind: 'session', session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
+    return { kind: 'session', session: await issueSession(deps, used.accountId, { db: tx }), redirectTo };
   });
 }

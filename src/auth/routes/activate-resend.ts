@@ -5,7 +5,7 @@
 
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { resendActivation } from '../flows/registration.ts';
 import { checkRedirect, EmailLinkRequest } from '../redirects.ts';
 import { errors, NoContent } from '../schemas.ts';
@@ -13,7 +13,7 @@ import { consumeEmailQuota } from './email-quota.ts';
 
 const Body = EmailLinkRequest;
 
-export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function activateResendRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/activate/resend',
     {
@@ -23,11 +23,11 @@ export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: 
         body: Body,
         response: { 204: NoContent, ...errors(400, 429) },
       },
-      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
+      preHandler: async (request) => consumeEmailQuota(app, deps.config, request.body.email),
     },
     async (request, reply) => {
-      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      resendActivation(ctx, { email: request.body.email, redirectTo });
+      const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
+      resendActivation(deps, { email: request.body.email, redirectTo });
       return reply.code(204).send();
     },
   );

@@ -6,7 +6,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { activateWithTicket } from '../flows/registration.ts';
 import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
@@ -23,7 +23,7 @@ export function withParam(target: string, name: string, value: string): string {
   }
 }
 
-export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function activateRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/activate',
     {
@@ -42,11 +42,11 @@ export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
       },
     },
     async (request, reply) => {
-      assertLinkTargetConfigured(ctx);
-      const activated = await activateWithTicket(ctx, request.query.ticket);
-      if (!activated) return linkFailed(ctx, reply, 'INVALID_TICKET');
+      assertLinkTargetConfigured(deps);
+      const activated = await activateWithTicket(deps, request.query.ticket);
+      if (!activated) return linkFailed(deps, reply, 'INVALID_TICKET');
       // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.
-      return linkSucceeded(ctx, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
+      return linkSucceeded(deps, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
     },
   );
 }

@@ -5,7 +5,7 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { confirmEmailChange } from '../flows/email-change.ts';
 import { errors, NoContent, Ticket } from '../schemas.ts';
 
@@ -13,7 +13,7 @@ const Body = Type.Object({ ticket: Ticket }, { additionalProperties: false });
 
 export async function changeEmailChangeRoute(
   app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
+  { deps }: { deps: AuthDeps },
 ): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/change-email/change',
@@ -26,7 +26,7 @@ export async function changeEmailChangeRoute(
       },
     },
     async (request, reply) => {
-      await confirmEmailChange(ctx, request.body.ticket);
+      await confirmEmailChange(deps, request.body.ticket);
       return reply.code(204).send();
     },
   );

@@ -6,7 +6,7 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { requestEmailChange } from '../flows/email-change.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
@@ -24,7 +24,7 @@ const Body = Type.Object(
 
 export async function changeEmailRequestRoute(
   app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
+  { deps }: { deps: AuthDeps },
 ): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/change-email/request',
@@ -41,9 +41,9 @@ export async function changeEmailRequestRoute(
     },
     async (request, reply) => {
       const who = await request.requireUser();
-      await consumeEmailQuota(app, ctx.config, request.body.new_email);
-      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      await requestEmailChange(ctx, who['user-id'], {
+      await consumeEmailQuota(app, deps.config, request.body.new_email);
+      const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
+      await requestEmailChange(deps, who['user-id'], {
         newEmail: request.body.new_email,
         redirectTo,
         own: ownSignIn(request),

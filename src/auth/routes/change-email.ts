@@ -6,13 +6,13 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { changeEmailDirectly } from '../flows/email-change.ts';
 import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
-export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function changeEmailRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/change-email',
     {
@@ -33,8 +33,8 @@ export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: App
     async (request, reply) => {
       const who = await request.requireUser();
       // A taken address makes its mailbox get an email: limited per address like every such route.
-      await consumeEmailQuota(app, ctx.config, request.body.new_email);
-      await changeEmailDirectly(ctx, who['user-id'], {
+      await consumeEmailQuota(app, deps.config, request.body.new_email);
+      await changeEmailDirectly(deps, who['user-id'], {
         newEmail: request.body.new_email,
         own: ownSignIn(request),
         reauth: reauthentication(request, request.body.password),

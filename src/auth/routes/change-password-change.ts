@@ -5,16 +5,16 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { resetPassword } from '../flows/password-reset.ts';
 import { errors, NoContent, Password, Ticket } from '../schemas.ts';
 
 export async function changePasswordChangeRoute(
   app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
+  { deps }: { deps: AuthDeps },
 ): Promise<void> {
   const Body = Type.Object(
-    { ticket: Ticket, new_password: Password(ctx.config.MIN_PASSWORD_LENGTH) },
+    { ticket: Ticket, new_password: Password(deps.config.MIN_PASSWORD_LENGTH) },
     { additionalProperties: false },
   );
   app.post<{ Body: Static<typeof Body> }>(
@@ -28,7 +28,7 @@ export async function changePasswordChangeRoute(
       },
     },
     async (request, reply) => {
-      await resetPassword(ctx, { ticket: request.body.ticket, newPassword: request.body.new_password });
+      await resetPassword(deps, { ticket: request.body.ticket, newPassword: request.body.new_password });
       return reply.code(204).send();
     },
   );

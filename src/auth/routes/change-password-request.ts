@@ -5,7 +5,7 @@
 
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { requestPasswordReset } from '../flows/password-reset.ts';
 import { checkRedirect, EmailLinkRequest } from '../redirects.ts';
 import { errors, NoContent } from '../schemas.ts';
@@ -15,7 +15,7 @@ const Body = EmailLinkRequest;
 
 export async function changePasswordRequestRoute(
   app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
+  { deps }: { deps: AuthDeps },
 ): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/change-password/request',
@@ -26,11 +26,11 @@ export async function changePasswordRequestRoute(
         body: Body,
         response: { 204: NoContent, ...errors(400, 429) },
       },
-      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
+      preHandler: async (request) => consumeEmailQuota(app, deps.config, request.body.email),
     },
     async (request, reply) => {
-      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      requestPasswordReset(ctx, { email: request.body.email, redirectTo });
+      const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
+      requestPasswordReset(deps, { email: request.body.email, redirectTo });
       return reply.code(204).send();
     },
   );

@@ -6,13 +6,13 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { changePassword } from '../accounts.ts';
+import type { AuthDeps } from '../deps.ts';
 import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
-export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function changePasswordRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/change-password',
     {
@@ -23,7 +23,7 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
         body: Type.Object(
           {
             old_password: Type.Optional(CurrentPassword),
-            new_password: Password(ctx.config.MIN_PASSWORD_LENGTH),
+            new_password: Password(deps.config.MIN_PASSWORD_LENGTH),
           },
           { additionalProperties: false },
         ),
@@ -40,7 +40,7 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
           ? undefined
           : await app.guesses.begin(`user:${who['user-id']}`, request.ip);
       try {
-        await changePassword(ctx, who['user-id'], {
+        await changePassword(deps, who['user-id'], {
           oldPassword: request.body.old_password,
           newPassword: request.body.new_password,
           own: ownSignIn(request),

@@ -6,14 +6,14 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { deleteOwnAccount } from '../accounts.ts';
+import type { AuthDeps } from '../deps.ts';
 import { errors, NoContent, ReauthPassword } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
 import { bodyDefaultsToObject, reauthentication } from './common.ts';
 
-export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function deleteRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/delete',
     {
@@ -29,8 +29,8 @@ export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
     async (request, reply) => {
       const who = await request.identity();
       if (!who) throw new AppError('CANNOT_DELETE_ACCOUNT');
-      await deleteOwnAccount(ctx, who['user-id'], reauthentication(request, request.body.password));
-      clearSessionCookies(reply, ctx.config);
+      await deleteOwnAccount(deps, who['user-id'], reauthentication(request, request.body.password));
+      clearSessionCookies(reply, deps.config);
       return reply.code(204).send(null);
     },
   );

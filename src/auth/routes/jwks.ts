@@ -2,13 +2,13 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
 import { errors } from '../schemas.ts';
 
 const Jwks = Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) });
 
-export async function jwksRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function jwksRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/jwks',
     {
@@ -20,8 +20,8 @@ export async function jwksRoute(app: FastifyInstance, { ctx }: { ctx: AppContext
     },
     async () => {
       // A shared secret has no public half; publishing it would let anyone mint tokens.
-      if (!ctx.keys.publicJwk) throw new AppError('JWKS_NOT_AVAILABLE');
-      return { keys: [ctx.keys.publicJwk] };
+      if (!deps.keys.publicJwk) throw new AppError('JWKS_NOT_AVAILABLE');
+      return { keys: [deps.keys.publicJwk] };
     },
   );
 }

@@ -7,10 +7,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
+import type { AuthDeps } from '../deps.ts';
 import { requestMagicLogin } from '../flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
@@ -18,8 +18,8 @@ import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
-function bodySchema(ctx: AppContext): TObject {
-  const c = ctx.config;
+function bodySchema(deps: AuthDeps): TObject {
+  const c = deps.config;
   // The password is optional when another proof can stand in for it.
   const passwordOptional = c.MAGIC_LINK_ENABLED || c.USER_IMPERSONATION_ENABLED || c.ANONYMOUS_USERS_ENABLED;
   return Type.Object(
@@ -52,8 +52,8 @@ const MagicLinkSent = Type.Object(
   { description: 'No password and MAGIC_LINK_ENABLED: a link is emailed if the account exists.' },
 );
 
-export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
+export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
+  const c = deps.config;
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/login',
     {
@@ -62,7 +62,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         summary: 'Sign in with email and password',
         description:
           'Returns a session, or `{mfa: true, ticket}` when the account has MFA (finish with POST /auth/mfa/totp). Unknown email and wrong password give the same 401.',
-        body: bodySchema(ctx),
+        body: bodySchema(deps),
         response: {
           200: Type.Union([Session, MfaRequired, MagicLinkSent]),
           ...errors(400, 401, 404, 429, 501, 503),
@@ -84,7 +84,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         if (body.email !== undefined || body.password !== undefined) {
           throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
         }
-        return sendSession(reply, c, await loginAnonymously(ctx), useCookie, ctx.clock.now());
+        return sendSession(reply, c, await loginAnonymously(deps), useCookie, deps.clock.now());
       }
       if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
       const adminSecret = request.headers['x-admin-secret'];
@@ -92,7 +92,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         if (c.MAGIC_LINK_ENABLED) {
           // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
           await consumeEmailQuota(app, c, body.email);
-          requestMagicLogin(ctx, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
+          requestMagicLogin(deps, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
           return { magicLink: true as const };
         }
         throw new AppError('VALIDATION', '"password" is required');
@@ -107,7 +107,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       );
       let result: Awaited<ReturnType<typeof loginWithPassword>>;
       try {
-        result = await loginWithPassword(ctx, {
+        result = await loginWithPassword(deps, {
           email: body.email,
           password: body.password,
           adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
@@ -119,7 +119,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       }
       await guess.succeeded();
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
-      return sendSession(reply, c, result.session, useCookie, ctx.clock.now());
+      return sendSession(reply, c, result.session, useCookie, deps.clock.now());
     },
   );
 }

@@ -6,8 +6,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
 import { errors, NoContent } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
 import { endAllSessions, endSession, sessionOf } from '../sessions.ts';
@@ -18,7 +18,7 @@ export const RefreshTokenQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function logoutRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/logout',
     {
@@ -38,12 +38,12 @@ export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
       // Cookies belong to the sign-in they carry; a token given in the query leaves them alone (§4.3).
-      if (token.source === 'cookie') clearSessionCookies(reply, ctx.config);
+      if (token.source === 'cookie') clearSessionCookies(reply, deps.config);
       if (request.body.all === true) {
-        const session = await sessionOf(ctx, token.value);
-        if (session) await endAllSessions(ctx, session.accountId);
+        const session = await sessionOf(deps, token.value);
+        if (session) await endAllSessions(deps, session.accountId);
       } else {
-        await endSession(ctx, token.value);
+        await endSession(deps, token.value);
       }
       return reply.code(204).send(null);
     },

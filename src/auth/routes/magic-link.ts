@@ -6,7 +6,7 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import type { AuthDeps } from '../deps.ts';
 import { followMagicLink } from '../flows/magic-link.ts';
 import { CookieFlag, errors, Session } from '../schemas.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
@@ -20,7 +20,7 @@ const Query = Type.Object(
   { additionalProperties: false },
 );
 
-export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function magicLinkRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.get<{ Querystring: Static<typeof Query> }>(
     '/magic-link',
     {
@@ -39,10 +39,10 @@ export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppCo
     },
     async (request, reply) => {
       const { token, action, cookie } = request.query;
-      assertLinkTargetConfigured(ctx);
-      const outcome = await followMagicLink(ctx, { token, action });
-      if (!outcome) return linkFailed(ctx, reply, 'INVALID_TOKEN');
-      return linkSucceeded(ctx, reply, outcome, cookie !== false);
+      assertLinkTargetConfigured(deps);
+      const outcome = await followMagicLink(deps, { token, action });
+      if (!outcome) return linkFailed(deps, reply, 'INVALID_TOKEN');
+      return linkSucceeded(deps, reply, outcome, cookie !== false);
     },
   );
 }

@@ -6,9 +6,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { emailKey } from '../../http/counters.ts';
 import { Locale } from '../../mail/templates.ts';
+import type { AuthDeps } from '../deps.ts';
 import { register } from '../flows/registration.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
@@ -24,8 +24,8 @@ const CustomValue = Type.Union([
   Type.Object({}, { additionalProperties: true }),
 ]);
 
-function bodySchema(ctx: AppContext): TObject {
-  const c = ctx.config;
+function bodySchema(deps: AuthDeps): TObject {
+  const c = deps.config;
   const userData = Type.Object(
     Object.fromEntries(c.REGISTRATION_CUSTOM_FIELDS.map((f) => [f, Type.Optional(CustomValue)])),
     { additionalProperties: false, description: 'public.users columns listed in REGISTRATION_CUSTOM_FIELDS' },
@@ -69,8 +69,8 @@ interface RegisterBody {
   register_options?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
 }
 
-export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
+export async function registerRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
+  const c = deps.config;
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/register',
     {
@@ -79,7 +79,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         summary: 'Register with email and password',
         description:
           'With AUTO_ACTIVATE_NEW_USERS the account is active and a session is returned; otherwise only `user` is returned and an activation link is emailed. Without auto-activation the answer is the same whether the address is new, pending or taken (a taken address gets a `user.id` that belongs to no account, and its mailbox an email saying it already has an account).',
-        body: bodySchema(ctx),
+        body: bodySchema(deps),
         response: {
           200: Type.Union([Session, Type.Object({ user: User })]),
           ...errors(400, 404, 429, 501, 503),
@@ -105,7 +105,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
       const redirectTo = checkRedirect(c, body.redirect_to);
       // Without a password (only with MAGIC_LINK_ENABLED: the schema requires one otherwise) the account
       // is activated by a magic link.
-      const result = await register(ctx, {
+      const result = await register(deps, {
         email: body.email,
         password: body.password,
         userData: body.user_data,
@@ -114,7 +114,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         locale: body.locale,
       });
       if (!result.session) return { user: result.user };
-      return sendSession(reply, c, result.session, body.cookie ?? true, ctx.clock.now());
+      return sendSession(reply, c, result.session, body.cookie ?? true, deps.clock.now());
     },
   );
 }

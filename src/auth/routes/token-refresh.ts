@@ -4,16 +4,16 @@
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
 import { errors, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { refreshSession } from '../sessions.ts';
 import { presentedRefreshToken } from './common.ts';
 import { RefreshTokenQuery } from './logout.ts';
 
-export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
+export async function tokenRefreshRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
+  const c = deps.config;
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/token/refresh',
     {
@@ -34,9 +34,9 @@ export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: Ap
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
-      const session = await refreshSession(ctx, token.value);
+      const session = await refreshSession(deps, token.value);
       const fromCookie = token.source === 'cookie';
-      return sendSession(reply, c, session, fromCookie, ctx.clock.now(), { leaveCookies: !fromCookie });
+      return sendSession(reply, c, session, fromCookie, deps.clock.now(), { leaveCookies: !fromCookie });
     },
   );
 }

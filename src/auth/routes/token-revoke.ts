@@ -2,13 +2,13 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { callerAccount } from '../accounts.ts';
+import type { AuthDeps } from '../deps.ts';
 import { errors, NoContent } from '../schemas.ts';
 import { endAllSessions } from '../sessions.ts';
 import { bodyDefaultsToObject } from './common.ts';
 
-export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
+export async function tokenRevokeRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/token/revoke',
     {
@@ -23,8 +23,8 @@ export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: App
     },
     async (request, reply) => {
       const who = await request.requireUser();
-      const account = await callerAccount(ctx, who['user-id']);
-      await endAllSessions(ctx, account.id);
+      const account = await callerAccount(deps, who['user-id']);
+      await endAllSessions(deps, account.id);
       return reply.code(204).send(null);
     },
   );

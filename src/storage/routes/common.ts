@@ -5,9 +5,9 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
-import type { StorageContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT } from '../../http/guesses.ts';
+import type { ImageService } from '../images/service.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
 import { type Caller, isAdmin, type StorageDeps } from '../service.ts';
 
@@ -51,12 +51,9 @@ export const TokenQuery = Type.Object(
 
 export const security: { [scheme: string]: string[] }[] = [{ bearer: [] }, { adminSecret: [] }, {}];
 
-export function depsOf(ctx: {
-  config: StorageDeps['config'];
-  storage: StorageContext | undefined;
-}): StorageDeps {
-  if (!ctx.storage) throw new Error('storage routes need ctx.storage (STORAGE_ENABLED)');
-  return { config: ctx.config, objects: ctx.storage.objects, rules: ctx.storage.rules };
+/** What the storage routes use: the service's dependencies and the image transforms. */
+export interface StorageRouteDeps extends StorageDeps {
+  readonly images: ImageService;
 }
 
 /** Keys already parsed, per request: the group's onRequest hook parses first, the handler again. */

@@ -3,9 +3,8 @@
  * carrying the old `?token=` stop working.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { rotateTokenByRules } from '../service.ts';
-import { callerOf, depsOf, errors, KeyParams, keyOf, security, TokenQuery } from './common.ts';
+import { callerOf, errors, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';
 
 const schema = {
   summary: 'Rotate the file token',
@@ -17,8 +16,10 @@ const schema = {
   response: { 204: { type: 'null', description: 'Token replaced' }, ...errors(400, 401, 403, 404, 503) },
 };
 
-export async function deleteMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export async function deleteMetadataRoute(
+  app: FastifyInstance,
+  { deps }: { deps: StorageRouteDeps },
+): Promise<void> {
   app.delete('/m/*', { schema }, async (request, reply) => {
     await rotateTokenByRules(deps, keyOf(request), await callerOf(request, deps.config));
     return reply.code(204).send();

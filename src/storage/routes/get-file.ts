@@ -3,11 +3,10 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { imageQueryProperties } from '../images/params.ts';
 import { imageParamsOf, sendImage } from '../images/send.ts';
 import { listFolder, resolveFile } from '../service.ts';
-import { callerOf, depsOf, errors, KeyParams, keyOf, security } from './common.ts';
+import { callerOf, errors, KeyParams, keyOf, type StorageRouteDeps, security } from './common.ts';
 import { sendFile } from './send-file.ts';
 import { sendZip } from './send-zip.ts';
 
@@ -35,8 +34,10 @@ const schema = {
   },
 };
 
-export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export async function getFileRoute(
+  app: FastifyInstance,
+  { deps }: { deps: StorageRouteDeps },
+): Promise<void> {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = keyOf(request);
     const caller = await callerOf(request, deps.config);
@@ -45,10 +46,10 @@ export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext
       return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });
     }
     const image = imageParamsOf(request.query);
-    if (image && opts.ctx.storage) {
+    if (image) {
       // Access is settled here: a transformation of the bytes plugs in between this and sending.
       const file = await resolveFile(deps, key, caller);
-      return sendImage(opts.ctx.storage.images, deps, request, reply, file, image);
+      return sendImage(deps.images, deps, request, reply, file, image);
     }
     return sendFile(deps, request, reply, key, caller);
   };

@@ -4,15 +4,14 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { type FileMetadata, listFolder, resolveFile, toMetadata } from '../service.ts';
 import {
   callerOf,
-  depsOf,
   errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
+  type StorageRouteDeps,
   security,
   TokenQuery,
 } from './common.ts';
@@ -29,8 +28,10 @@ const schema = {
   },
 };
 
-export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export async function getMetadataRoute(
+  app: FastifyInstance,
+  { deps }: { deps: StorageRouteDeps },
+): Promise<void> {
   app.get('/m/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
     const caller = await callerOf(request, deps.config);

@@ -4,9 +4,16 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { revokeTokenAsAdmin, toMetadata } from '../service.ts';
-import { callerOf, depsOf, errors, FileMetadataSchema, KeyParams, keyOf, TokenQuery } from './common.ts';
+import {
+  callerOf,
+  errors,
+  FileMetadataSchema,
+  KeyParams,
+  keyOf,
+  type StorageRouteDeps,
+  TokenQuery,
+} from './common.ts';
 
 const schema = {
   summary: 'Revoke the file token (admin secret only)',
@@ -18,8 +25,10 @@ const schema = {
   response: { 200: FileMetadataSchema, ...errors(400, 403, 404, 503) },
 };
 
-export async function updateMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export async function updateMetadataRoute(
+  app: FastifyInstance,
+  { deps }: { deps: StorageRouteDeps },
+): Promise<void> {
   app.post('/m/*', { schema }, async (request) => {
     const info = await revokeTokenAsAdmin(deps, keyOf(request), await callerOf(request, deps.config));
     return toMetadata(info);

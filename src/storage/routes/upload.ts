@@ -5,16 +5,15 @@
 import { PassThrough } from 'node:stream';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { type IncomingFile, toMetadata, uploadFile } from '../service.ts';
 import {
   callerOf,
-  depsOf,
   errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
+  type StorageRouteDeps,
   security,
   TokenQuery,
 } from './common.ts';
@@ -105,8 +104,7 @@ function rawFile(request: FastifyRequest): IncomingFile {
   };
 }
 
-export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export async function uploadRoute(app: FastifyInstance, { deps }: { deps: StorageRouteDeps }): Promise<void> {
   // This scope reads bodies itself: multipart through busboy, anything else as a stream.
   app.removeAllContentTypeParsers();
   await app.register(multipart, {
@@ -142,7 +140,7 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
         (err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message)));
       throw request.isMultipart() && fromParser ? malformed(err) : err;
     });
-    await opts.ctx.storage?.images.forget(key.key);
+    await deps.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });
 }
