@@ -15,6 +15,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { emailEvent } from '../metrics/events.ts';
 import type { MailPort, OutgoingEmail } from './port.ts';
 import { renderTemplate } from './templates.ts';
 
@@ -108,7 +109,9 @@ function transportMailer(
         headers: email.headers,
       });
       await after(email, info, rendered);
+      emailEvent('sent', mode, email.template);
     } catch (err) {
+      emailEvent('failed', mode, email.template);
       // The address is personal data and the message holds a ticket: log neither, only what failed.
       log.warn({ err, template: email.template, mode }, 'email could not be sent');
       throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });

@@ -9,6 +9,7 @@ import { type TObject, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
+import { countSignInFailures, signInEvent } from '../../metrics/events.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
 import { requestMagicLogin } from '../flows/magic-link.ts';
@@ -69,6 +70,7 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
         },
       },
       preValidation: bodyDefaultsToObject,
+      onError: countSignInFailures('password'),
       preHandler: async (request) => {
         await app.limiter.consume(
           `login:ip:${request.ip}`,
@@ -84,7 +86,9 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
         if (body.email !== undefined || body.password !== undefined) {
           throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
         }
-        return sendSession(reply, c, await loginAnonymously(deps), useCookie, deps.clock.now());
+        const session = await loginAnonymously(deps);
+        signInEvent('anonymous', 'success');
+        return sendSession(reply, c, session, useCookie, deps.clock.now());
       }
       if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
       const adminSecret = request.headers['x-admin-secret'];
@@ -118,6 +122,7 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
         throw err;
       }
       await guess.succeeded();
+      signInEvent('password', result.kind === 'mfa' ? 'mfa_required' : 'success');
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
       return sendSession(reply, c, result.session, useCookie, deps.clock.now());
     },

@@ -6,6 +6,7 @@
 
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { signInEvent } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';
 import { followMagicLink } from '../flows/magic-link.ts';
 import { CookieFlag, errors, Session } from '../schemas.ts';
@@ -41,6 +42,10 @@ export async function magicLinkRoute(app: FastifyInstance, { deps }: { deps: Aut
       const { token, action, cookie } = request.query;
       assertLinkTargetConfigured(deps);
       const outcome = await followMagicLink(deps, { token, action });
+      signInEvent(
+        'magic_link',
+        !outcome ? 'invalid_code' : outcome.kind === 'mfa' ? 'mfa_required' : 'success',
+      );
       if (!outcome) return linkFailed(deps, reply, 'INVALID_TOKEN');
       return linkSucceeded(deps, reply, outcome, cookie !== false);
     },
