@@ -5,6 +5,8 @@
  *   cannot be understood one without the other);
  * - `mail/` is a leaf: it imports nothing from the features (auth, storage, http, hasura) nor the
  *   composition root; account flows reach it through its MailPort (mail/port.ts);
+ * - route files (any `routes/` folder) do not reach the database or an object-store backend: no import
+ *   of `db/`, of a `*-store.ts` data module or of a backend implementation; they call the domain.
  * Relative imports only are followed; packages and node: built-ins are leaves.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -96,13 +98,22 @@ export function layeringViolations(graph: ImportGraph): string[] {
         );
       }
       if (
-        /^src\/auth\/(?!flows\/)/.test(from) &&
+        from.startsWith('src/auth/') &&
         to.startsWith('src/mail/') &&
         !/^src\/mail\/(port|links|templates)\.ts$/.test(to)
       ) {
         out.push(
           `${from} → ${to}: auth reaches mail through its port (mail/port.ts), links and templates only`,
         );
+      }
+      // The backends' interface (object-store.ts: types and errors) is not a way to reach the store.
+      const storeInterface = to === 'src/storage/backends/object-store.ts';
+      const storeOrDb =
+        /^src\/db\//.test(to) ||
+        (/-store\.ts$/.test(to) && !storeInterface) ||
+        (to.startsWith('src/storage/backends/') && !storeInterface);
+      if (/^src\/(.*\/)?routes\//.test(from) && storeOrDb) {
+        out.push(`${from} → ${to}: route files call the domain, never the database or a store directly`);
       }
     }
   }

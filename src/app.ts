@@ -132,11 +132,8 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   }
   if (ctx.storage) {
     const { objects, rules, images } = ctx.storage;
-    await app.register(storageRoutes, {
-      deps: { config, objects, rules, images },
-      readiness,
-      prefix: '/storage',
-    });
+    readiness.push({ name: 'storage', check: () => objects.ping() });
+    await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
   }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -14,7 +14,7 @@ import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } fro
 import type { JwtKeys } from '../auth/keys.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
-import { AppError } from '../errors.ts';
+import { AppError, type ErrorCode } from '../errors.ts';
 import { crossSiteCheck } from './csrf.ts';
 
 export const PERMISSION_COOKIE = 'permission_variables';
@@ -24,13 +24,20 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller's permission variables, or undefined when anonymous. Throws 401 on a bad credential. */
     identity(): Promise<PermissionVariables | undefined>;
-    /** Like identity(), but anonymous callers get 401 `Not logged in`. */
-    requireUser(): Promise<PermissionVariables>;
+    /**
+     * The signed-in caller. Set by the hook of a signed-in context (`signedInContext`) before the
+     * handler runs, so every route registered there can read it; reading it elsewhere throws.
+     */
+    user: PermissionVariables;
     /**
      * The value of the signed cookie `name` used as a credential: undefined when absent or tampered
      * with; 403 `CSRF` when the request may change something and comes from a site not allowed.
      */
     cookieCredential(name: string): string | undefined;
+  }
+  interface FastifyContextConfig {
+    /** In a signed-in context: the error a caller without a credential gets (default UNAUTHENTICATED). */
+    anonymousError?: ErrorCode;
   }
 }
 
@@ -103,9 +110,37 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: Iden
     }
     return p;
   });
-  app.decorateRequest('requireUser', async function (this: FastifyRequest) {
-    const who = await this.identity();
-    if (!who) throw new AppError('UNAUTHENTICATED');
-    return who;
+  // Reading it outside a signed-in context is a programming error, never an anonymous caller.
+  const users = new WeakMap<FastifyRequest, PermissionVariables>();
+  app.decorateRequest('user', {
+    getter(this: FastifyRequest) {
+      const who = users.get(this);
+      if (!who) throw new Error('request.user is only set in a signed-in context (signedInContext)');
+      return who;
+    },
+    setter(this: FastifyRequest, who: PermissionVariables) {
+      users.set(this, who);
+    },
   });
 });
+
+/**
+ * Makes `scope` (an encapsulated context) a signed-in one: before any of its handlers runs, the caller's
+ * credential is verified (401 when absent or invalid; 403 CSRF for a cookie credential from another site,
+ * see csrf.ts) and `request.user` set. It runs after the body is validated, so a malformed request is
+ * still told what is wrong with it first. Every route registered here must declare the bearer scheme in
+ * its OpenAPI `security`, which the forged-credential suite reads to find the routes to attack.
+ */
+export function signedInContext(scope: FastifyInstance): void {
+  scope.addHook('onRoute', (route) => {
+    const security = (route.schema as { security?: Record<string, unknown>[] } | undefined)?.security;
+    if (!security?.some((s) => 'bearer' in s)) {
+      throw new Error(`${route.method} ${route.url} is signed-in but its schema declares no bearer security`);
+    }
+  });
+  scope.addHook('preHandler', async (request) => {
+    const who = await request.identity();
+    if (!who) throw new AppError(request.routeOptions.config.anonymousError ?? 'UNAUTHENTICATED');
+    request.user = who;
+  });
+}

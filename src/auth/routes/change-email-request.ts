@@ -40,7 +40,7 @@ export async function changeEmailRequestRoute(
       },
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       await consumeEmailQuota(app, deps.config, request.body.new_email);
       const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
       await requestEmailChange(deps, who['user-id'], {

@@ -31,7 +31,7 @@ export async function changeEmailRoute(app: FastifyInstance, { deps }: { deps: A
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       // A taken address makes its mailbox get an email: limited per address like every such route.
       await consumeEmailQuota(app, deps.config, request.body.new_email);
       await changeEmailDirectly(deps, who['user-id'], {

@@ -32,7 +32,7 @@ export async function changePasswordRoute(app: FastifyInstance, { deps }: { deps
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       // A wrong old_password is a password guess (by whoever holds the access token): it counts against
       // the same limits as a wrong password at login, for this account and address.
       const guess =

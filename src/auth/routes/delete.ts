@@ -25,11 +25,11 @@ export async function deleteRoute(app: FastifyInstance, { deps }: { deps: AuthDe
         response: { 204: NoContent, ...errors(400, 401, 403, 404, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
+      // HBP's answer to a caller who is not signed in.
+      config: { anonymousError: 'CANNOT_DELETE_ACCOUNT' },
     },
     async (request, reply) => {
-      const who = await request.identity();
-      if (!who) throw new AppError('CANNOT_DELETE_ACCOUNT');
-      await deleteOwnAccount(deps, who['user-id'], reauthentication(request, request.body.password));
+      await deleteOwnAccount(deps, request.user['user-id'], reauthentication(request, request.body.password));
       clearSessionCookies(reply, deps.config);
       return reply.code(204).send(null);
     },

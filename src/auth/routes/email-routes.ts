@@ -3,6 +3,7 @@
  * answers 404 like any unknown path). Routes whose only job is to send an email also need EMAILS_ENABLED.
  */
 import type { FastifyInstance } from 'fastify';
+import { signedInContext } from '../../http/identity.ts';
 import type { AuthDeps } from '../deps.ts';
 import { activateResendRoute } from './activate-resend.ts';
 import { changeEmailChangeRoute } from './change-email-change.ts';
@@ -18,7 +19,12 @@ export async function emailRoutes(app: FastifyInstance, opts: { deps: AuthDeps }
   if (sends && (!c.AUTO_ACTIVATE_NEW_USERS || c.MAGIC_LINK_ENABLED))
     await app.register(activateResendRoute, opts);
   if (c.CHANGE_EMAIL_ENABLED && c.VERIFY_EMAILS) {
-    if (sends) await app.register(changeEmailRequestRoute, opts);
+    if (sends) {
+      await app.register(async (signedIn) => {
+        signedInContext(signedIn);
+        await signedIn.register(changeEmailRequestRoute, opts);
+      });
+    }
     await app.register(changeEmailChangeRoute, opts);
   }
   if (c.LOST_PASSWORD_ENABLED) {

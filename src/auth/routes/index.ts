@@ -1,9 +1,12 @@
 /**
  * The /auth route group. Each route lives in its own file (schema at the top, a short handler that calls
  * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path.
+ * Public routes are registered here; routes for a signed-in caller in a context of their own, whose hook
+ * authenticates the caller (and checks CSRF for cookie credentials) before any of their handlers runs.
  */
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../errors.ts';
+import { signedInContext } from '../../http/identity.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
@@ -34,11 +37,15 @@ export async function authRoutes(
   await app.register(logoutRoute, { deps });
   await app.register(activateRoute, { deps });
   await app.register(tokenRefreshRoute, { deps });
-  await app.register(tokenRevokeRoute, { deps });
-  await app.register(changePasswordRoute, { deps });
   await app.register(jwksRoute, { deps });
-  if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await app.register(changeEmailRoute, { deps });
-  if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, { deps });
+  // Routes for the signed-in caller only: their context's hook authenticates (http/identity.ts).
+  await app.register(async (signedIn) => {
+    signedInContext(signedIn);
+    await signedIn.register(tokenRevokeRoute, { deps });
+    await signedIn.register(changePasswordRoute, { deps });
+    if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
+    if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
+  });
   if (c.MFA_ENABLED) {
     if (!opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
     await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });

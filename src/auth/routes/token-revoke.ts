@@ -22,7 +22,7 @@ export async function tokenRevokeRoute(app: FastifyInstance, { deps }: { deps: A
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       const account = await callerAccount(deps, who['user-id']);
       await endAllSessions(deps, account.id);
       return reply.code(204).send(null);

@@ -2,7 +2,6 @@
  * The /storage route group: object data under /o, metadata under /m. Each route lives in its own file.
  */
 import type { FastifyInstance } from 'fastify';
-import type { ReadinessCheck } from '../../http/health.ts';
 import { keyOf, type StorageRouteDeps } from './common.ts';
 import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
@@ -13,10 +12,8 @@ import { uploadRoute } from './upload.ts';
 
 export async function storageRoutes(
   app: FastifyInstance,
-  opts: { deps: StorageRouteDeps; readiness: ReadinessCheck[] },
+  { deps }: { deps: StorageRouteDeps },
 ): Promise<void> {
-  const { deps } = opts;
-  opts.readiness.push({ name: 'storage', check: () => deps.objects.ping() });
   // A bad key is refused before anything else looks at the request, its body included (a DELETE with a
   // text body would otherwise get 415 instead of the 400 that names the real problem).
   app.addHook('onRequest', async (request) => {

@@ -18,7 +18,7 @@ const schema = {
 
 export const disableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   app.post('/disable', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
-    const user = await request.requireUser();
+    const user = request.user;
     const { code, password } = request.body;
     await disableMfa(deps, user['user-id'], code, reauthentication(request, password), ownSignIn(request));
     return reply.code(204).send(null);

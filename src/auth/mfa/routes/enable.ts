@@ -17,7 +17,7 @@ const schema = {
 
 export const enableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   app.post('/enable', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
-    const user = await request.requireUser();
+    const user = request.user;
     const { code, password } = request.body;
     await enableMfa(deps, user['user-id'], code, reauthentication(request, password));
     return reply.code(204).send(null);

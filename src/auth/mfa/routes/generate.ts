@@ -27,7 +27,7 @@ const schema = {
 export const generateRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   // HBP clients post without a body; an absent body counts as `{}` (fields are still refused).
   app.post('/generate', { schema, preValidation: bodyDefaultsToObject }, async (request) => {
-    const user = await request.requireUser();
+    const user = request.user;
     return generateMfaSecret(deps, user['user-id'], reauthentication(request, request.body.password));
   });
 };

@@ -3,6 +3,7 @@
  * Secrets are re-encrypted under the current key at start, by the composition root (auth/startup.ts).
  */
 import type { FastifyInstance } from 'fastify';
+import { signedInContext } from '../../../http/identity.ts';
 import type { MfaDeps } from '../mfa.ts';
 import { disableRoute } from './disable.ts';
 import { enableRoute } from './enable.ts';
@@ -10,8 +11,12 @@ import { generateRoute } from './generate.ts';
 import { totpRoute } from './totp.ts';
 
 export async function mfaRoutes(app: FastifyInstance, { deps }: { deps: MfaDeps }): Promise<void> {
-  await app.register(generateRoute, { deps });
-  await app.register(enableRoute, { deps });
-  await app.register(disableRoute, { deps });
+  // The second step of a sign-in: public, the ticket is the credential.
   await app.register(totpRoute, { deps });
+  await app.register(async (signedIn) => {
+    signedInContext(signedIn);
+    await signedIn.register(generateRoute, { deps });
+    await signedIn.register(enableRoute, { deps });
+    await signedIn.register(disableRoute, { deps });
+  });
 }
