@@ -4,6 +4,7 @@
  * statuses. The body is HBP's `{statusCode, error, message}` plus `code`.
  */
 import { STATUS_CODES } from 'node:http';
+import { type TObject, Type } from '@sinclair/typebox';
 
 interface ErrorSpec {
   status: number;
@@ -144,6 +145,23 @@ export interface ErrorBody {
   message: string;
   code: string;
   requestId?: string;
+}
+
+/** The error body as a response schema: every route declares its 4xx/5xx answers with it (OpenAPI). */
+export const ErrorBodySchema = Type.Object(
+  {
+    statusCode: Type.Integer(),
+    error: Type.String(),
+    message: Type.String(),
+    code: Type.String({ description: 'A code of the catalogue (docs/errors.md).' }),
+    requestId: Type.Optional(Type.String({ description: 'Present on 5xx answers; same as x-request-id.' })),
+  },
+  { description: 'Error', additionalProperties: false },
+);
+
+/** The error answers a route documents, by status. */
+export function errorResponses(...statuses: number[]): Record<number, TObject> {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorBodySchema]));
 }
 
 export function errorBody(statusCode: number, code: string, message: string, requestId?: string): ErrorBody {

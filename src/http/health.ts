@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/database.ts';
-import { errorBody } from '../errors.ts';
-import { ErrorBodySchema } from './error-handler.ts';
+import { ErrorBodySchema, errorBody } from '../errors.ts';
 
 /** Extra readiness checks that features register (the object store, for instance). */
 export type ReadinessCheck = { name: string; check: () => Promise<void> };

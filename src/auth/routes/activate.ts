@@ -3,12 +3,13 @@
  * REDIRECT_URL_SUCCESS with `refresh_token` added. A bad ticket redirects to REDIRECT_URL_ERROR, or
  * answers 401 when that is not set. `cookie=false` skips the session cookies (HBP's schema refused it).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { activateWithTicket } from '../flows/registration.ts';
-import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
+import { CookieFlag, Session, Ticket } from '../schemas.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 /** Adds a query parameter to a configured URL, keeping its own query and fragment. */
@@ -23,8 +24,8 @@ export function withParam(target: string, name: string, value: string): string {
   }
 }
 
-export async function activateRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+export const activateRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.get(
     '/activate',
     {
       schema: {
@@ -37,7 +38,7 @@ export async function activateRoute(app: FastifyInstance, { deps }: { deps: Auth
         response: {
           200: { ...Session, description: 'Only without REDIRECT_URL_SUCCESS (development): the session.' },
           302: Type.Null({ description: 'Redirect to REDIRECT_URL_SUCCESS or REDIRECT_URL_ERROR' }),
-          ...errors(400, 401, 429, 500),
+          ...errorResponses(400, 401, 429, 500),
         },
       },
     },
@@ -49,4 +50,4 @@ export async function activateRoute(app: FastifyInstance, { deps }: { deps: Auth
       return linkSucceeded(deps, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
     },
   );
-}
+};

@@ -4,12 +4,13 @@
  * `password`. A taken address is answered like a free one (see auth/flows/email-change.ts).
  */
 
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { requestEmailChange } from '../flows/email-change.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
-import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
+import { Email, NoContent, ReauthPassword } from '../schemas.ts';
 import { ownSignIn, reauthentication } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
@@ -22,11 +23,11 @@ const Body = Type.Object(
   { additionalProperties: false },
 );
 
-export async function changeEmailRequestRoute(
-  app: FastifyInstance,
-  { deps }: { deps: AuthDeps },
-): Promise<void> {
-  app.post<{ Body: Static<typeof Body> }>(
+export const changeEmailRequestRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
+  app,
+  { deps },
+) => {
+  app.post(
     '/change-email/request',
     {
       schema: {
@@ -36,7 +37,7 @@ export async function changeEmailRequestRoute(
         tags: ['auth', 'email'],
         security: [{ bearer: [] }],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
     },
     async (request, reply) => {
@@ -49,7 +50,7 @@ export async function changeEmailRequestRoute(
         own: ownSignIn(request),
         reauth: reauthentication(request, request.body.password),
       });
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     },
   );
-}
+};

@@ -3,17 +3,18 @@
  * (VERIFY_EMAILS=false). A sensitive change: a recent sign-in or the current `password`. A taken address
  * is answered like a free one (see auth/flows/email-change.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { changeEmailDirectly } from '../flows/email-change.ts';
-import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
+import { Email, NoContent, ReauthPassword } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
-export async function changeEmailRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const changeEmailRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/change-email',
     {
       schema: {
@@ -26,7 +27,7 @@ export async function changeEmailRoute(app: FastifyInstance, { deps }: { deps: A
           { new_email: Email, password: Type.Optional(ReauthPassword) },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
@@ -42,4 +43,4 @@ export async function changeEmailRoute(app: FastifyInstance, { deps }: { deps: A
       return reply.code(204).send(null);
     },
   );
-}
+};

@@ -3,17 +3,16 @@
  * the account has one; an account without one needs a recent sign-in. Every other session of the account
  * ends. Wrong `old_password`s are limited like wrong passwords at login (http/guesses.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { AppError, errorResponses } from '../../errors.ts';
 import { changePassword } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
-import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
+import { CurrentPassword, NoContent, Password } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
-export async function changePasswordRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const changePasswordRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/change-password',
     {
       schema: {
@@ -27,7 +26,7 @@ export async function changePasswordRoute(app: FastifyInstance, { deps }: { deps
           },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
@@ -55,4 +54,4 @@ export async function changePasswordRoute(app: FastifyInstance, { deps }: { deps
       return reply.code(204).send(null);
     },
   );
-}
+};

@@ -4,26 +4,41 @@
  * `x-admin-secret`). Wrong passwords and admin secrets are limited per (account, client address) with
  * growing waits, and per client address (http/guesses.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { type TObject, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { AppError } from '../../errors.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import { AppError, errorResponses } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
+import { type ConfiguredSchema, configuredSchema } from '../../http/schema.ts';
 import { countSignInFailures, signInEvent } from '../../metrics/events.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
 import { requestMagicLogin } from '../flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
-import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
+import { CookieFlag, CurrentPassword, Email, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
-function bodySchema(deps: AuthDeps): TObject {
+/** Every field some configuration accepts, each optional: what the handler may find in a body. */
+const LoginFields = Type.Object({
+  email: Type.Optional(Email),
+  password: Type.Optional(CurrentPassword),
+  cookie: Type.Optional(CookieFlag),
+  redirect_to: Type.Optional(RedirectTo),
+  anonymous: Type.Optional(Type.Boolean()),
+});
+type LoginBody = Static<typeof LoginFields>;
+
+/**
+ * The body this configuration accepts: fields whose feature is off are refused, and `email` and
+ * `password` are required unless another proof can stand in for them. Validated as built here; typed as
+ * LoginFields, so the handler checks what the settings made optional.
+ */
+function bodySchema(deps: AuthDeps): ConfiguredSchema<LoginBody> {
   const c = deps.config;
   // The password is optional when another proof can stand in for it.
   const passwordOptional = c.MAGIC_LINK_ENABLED || c.USER_IMPERSONATION_ENABLED || c.ANONYMOUS_USERS_ENABLED;
-  return Type.Object(
+  const schema = Type.Object(
     {
       email: c.ANONYMOUS_USERS_ENABLED ? Type.Optional(Email) : Email,
       password: passwordOptional ? Type.Optional(CurrentPassword) : CurrentPassword,
@@ -37,14 +52,7 @@ function bodySchema(deps: AuthDeps): TObject {
     },
     { additionalProperties: false },
   );
-}
-
-interface LoginBody {
-  email?: string;
-  password?: string;
-  cookie?: boolean;
-  anonymous?: boolean;
-  redirect_to?: string;
+  return configuredSchema<LoginBody>(schema);
 }
 
 const MfaRequired = Type.Object({ mfa: Type.Literal(true), ticket: Type.String({ format: 'uuid' }) });
@@ -53,9 +61,9 @@ const MagicLinkSent = Type.Object(
   { description: 'No password and MAGIC_LINK_ENABLED: a link is emailed if the account exists.' },
 );
 
-export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
+export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
   const c = deps.config;
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+  app.post(
     '/login',
     {
       schema: {
@@ -66,7 +74,7 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
         body: bodySchema(deps),
         response: {
           200: Type.Union([Session, MfaRequired, MagicLinkSent]),
-          ...errors(400, 401, 404, 429, 501, 503),
+          ...errorResponses(400, 401, 404, 429, 501, 503),
         },
       },
       preValidation: bodyDefaultsToObject,
@@ -80,7 +88,7 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
       },
     },
     async (request, reply) => {
-      const body = request.body as LoginBody;
+      const { body } = request;
       const useCookie = body.cookie ?? true;
       if (body.anonymous === true) {
         if (body.email !== undefined || body.password !== undefined) {
@@ -127,4 +135,4 @@ export async function loginRoute(app: FastifyInstance, { deps }: { deps: AuthDep
       return sendSession(reply, c, result.session, useCookie, deps.clock.now());
     },
   );
-}
+};

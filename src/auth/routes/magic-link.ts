@@ -4,12 +4,13 @@
  * documentation slip).
  */
 
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import { signInEvent } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';
 import { followMagicLink } from '../flows/magic-link.ts';
-import { CookieFlag, errors, Session } from '../schemas.ts';
+import { CookieFlag, Session } from '../schemas.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 const Query = Type.Object(
@@ -21,8 +22,8 @@ const Query = Type.Object(
   { additionalProperties: false },
 );
 
-export async function magicLinkRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
-  app.get<{ Querystring: Static<typeof Query> }>(
+export const magicLinkRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.get(
     '/magic-link',
     {
       schema: {
@@ -34,7 +35,7 @@ export async function magicLinkRoute(app: FastifyInstance, { deps }: { deps: Aut
             description: 'Only without REDIRECT_URL_SUCCESS (development): the session as JSON.',
           }),
           302: Type.Null({ description: 'Redirect to the success (or error) URL' }),
-          ...errors(400, 401, 404, 500),
+          ...errorResponses(400, 401, 404, 500),
         },
       },
     },
@@ -50,4 +51,4 @@ export async function magicLinkRoute(app: FastifyInstance, { deps }: { deps: Aut
       return linkSucceeded(deps, reply, outcome, cookie !== false);
     },
   );
-}
+};

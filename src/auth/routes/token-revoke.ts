@@ -1,15 +1,16 @@
 /** POST /auth/token/revoke: the signed-in caller ends every one of their sessions (contract §4.9). */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import { callerAccount } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
-import { errors, NoContent } from '../schemas.ts';
+import { NoContent } from '../schemas.ts';
 import { endAllSessions } from '../sessions.ts';
 import { bodyDefaultsToObject } from './common.ts';
 
-export async function tokenRevokeRoute(app: FastifyInstance, { deps }: { deps: AuthDeps }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const tokenRevokeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/token/revoke',
     {
       schema: {
@@ -17,7 +18,7 @@ export async function tokenRevokeRoute(app: FastifyInstance, { deps }: { deps: A
         summary: 'End every session of the signed-in user',
         security: [{ bearer: [] }],
         body: Type.Object({}, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429) },
       },
       preValidation: bodyDefaultsToObject,
     },
@@ -28,4 +29,4 @@ export async function tokenRevokeRoute(app: FastifyInstance, { deps }: { deps: A
       return reply.code(204).send(null);
     },
   );
-}
+};

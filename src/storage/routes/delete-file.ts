@@ -1,9 +1,13 @@
 /**
  * DELETE /storage/o/<file>: 204; 404 when there is no such file (HBP answered a bare 400, contract D25).
  */
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import { deleteFile } from '../service.ts';
-import { callerOf, errors, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';
+import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';
 
 const schema = {
   summary: 'Delete a file',
@@ -12,17 +16,17 @@ const schema = {
   security,
   params: KeyParams,
   querystring: TokenQuery,
-  response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404, 503) },
+  response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 403, 404, 503) },
 };
 
-export async function deleteFileRoute(
-  app: FastifyInstance,
-  { deps }: { deps: StorageRouteDeps },
-): Promise<void> {
+export const deleteFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (
+  app,
+  { deps },
+) => {
   app.delete('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    await deleteFile(deps, key, await callerOf(request, deps.config));
+    await deleteFile(deps, key, await callerOf(request, request.query, deps.config));
     await deps.images.forget(key.key);
-    return reply.code(204).send();
+    return reply.code(204).send(null);
   });
-}
+};

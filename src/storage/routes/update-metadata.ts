@@ -2,12 +2,14 @@
  * POST /storage/m/<file> `{"action": "revoke-token"}`: a new file token. Only the admin secret may do this;
  * rules are not consulted (as in HBP).
  */
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import { revokeTokenAsAdmin, toMetadata } from '../service.ts';
 import {
   callerOf,
-  errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
@@ -22,15 +24,19 @@ const schema = {
   params: KeyParams,
   querystring: TokenQuery,
   body: Type.Object({ action: Type.Literal('revoke-token') }, { additionalProperties: false }),
-  response: { 200: FileMetadataSchema, ...errors(400, 403, 404, 503) },
+  response: { 200: FileMetadataSchema, ...errorResponses(400, 403, 404, 503) },
 };
 
-export async function updateMetadataRoute(
-  app: FastifyInstance,
-  { deps }: { deps: StorageRouteDeps },
-): Promise<void> {
+export const updateMetadataRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (
+  app,
+  { deps },
+) => {
   app.post('/m/*', { schema }, async (request) => {
-    const info = await revokeTokenAsAdmin(deps, keyOf(request), await callerOf(request, deps.config));
+    const info = await revokeTokenAsAdmin(
+      deps,
+      keyOf(request),
+      await callerOf(request, request.query, deps.config),
+    );
     return toMetadata(info);
   });
-}
+};

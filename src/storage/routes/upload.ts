@@ -2,14 +2,16 @@
  * POST /storage/o/<file>: upload. The file comes as the multipart part `file` (HBP's encoding) or as the
  * raw body with its Content-Type; either way it streams into the store and is never held in memory.
  */
+
 import { PassThrough } from 'node:stream';
 import multipart from '@fastify/multipart';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { AppError, errorResponses } from '../../errors.ts';
 import { type IncomingFile, toMetadata, uploadFile } from '../service.ts';
 import {
   callerOf,
-  errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
@@ -26,7 +28,7 @@ const schema = {
   security,
   params: KeyParams,
   querystring: TokenQuery,
-  response: { 200: FileMetadataSchema, ...errors(400, 401, 403, 404, 413, 503) },
+  response: { 200: FileMetadataSchema, ...errorResponses(400, 401, 403, 404, 413, 503) },
 };
 
 /** Errors busboy raises for a body it cannot parse (they reach us on the part stream or the parser). */
@@ -104,7 +106,7 @@ function rawFile(request: FastifyRequest): IncomingFile {
   };
 }
 
-export async function uploadRoute(app: FastifyInstance, { deps }: { deps: StorageRouteDeps }): Promise<void> {
+export const uploadRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (app, { deps }) => {
   // This scope reads bodies itself: multipart through busboy, anything else as a stream.
   app.removeAllContentTypeParsers();
   await app.register(multipart, {
@@ -120,7 +122,7 @@ export async function uploadRoute(app: FastifyInstance, { deps }: { deps: Storag
 
   app.post('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request, deps.config);
+    const caller = await callerOf(request, request.query, deps.config);
     const h = request.headers;
     if (!h['content-type'] && !h['transfer-encoding'] && (h['content-length'] ?? '0') === '0') {
       // A POST with no body and no type is a client mistake (a forgotten file), not an empty file.
@@ -143,4 +145,4 @@ export async function uploadRoute(app: FastifyInstance, { deps }: { deps: Storag
     await deps.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });
-}
+};
