@@ -7,12 +7,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ERRORS, type ErrorCode } from '../src/errors.ts';
 
-const escape = (s: string) => s.replace(/\|/g, '\\|');
+const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 export function renderErrorsDoc(): string {
   const rows = (Object.keys(ERRORS) as ErrorCode[]).map((code) => {
     const spec: { status: number; message: string } = ERRORS[code];
-    return `| \`${code}\` | ${spec.status} | ${escape(spec.message)} |`;
+    return `| \`${code}\` | ${spec.status} | ${cell(spec.message)} |`;
   });
   return `# Error codes
 

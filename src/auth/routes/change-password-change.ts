@@ -4,7 +4,7 @@
  */
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { resetPassword } from '../flows/password-reset.ts';

@@ -4,7 +4,6 @@
  */
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Static } from '@sinclair/typebox';
 import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { requestPasswordReset } from '../flows/password-reset.ts';

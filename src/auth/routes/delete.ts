@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { AppError, errorResponses } from '../../errors.ts';
+import { errorResponses } from '../../errors.ts';
 import { deleteOwnAccount } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
 import { NoContent, ReauthPassword } from '../schemas.ts';

@@ -5,7 +5,7 @@
  */
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../errors.ts';
 import { signInEvent } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';

@@ -4,7 +4,6 @@
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { deleteFile } from '../service.ts';
 import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';

@@ -5,7 +5,6 @@
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { rotateTokenByRules } from '../service.ts';
 import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';

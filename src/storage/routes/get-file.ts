@@ -4,7 +4,7 @@
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { imageQueryProperties } from '../images/params.ts';
 import { imageParamsOf, sendImage } from '../images/send.ts';

@@ -5,7 +5,6 @@
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { type FileMetadata, listFolder, resolveFile, toMetadata } from '../service.ts';
 import {

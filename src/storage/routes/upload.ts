@@ -6,8 +6,7 @@
 import { PassThrough } from 'node:stream';
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { AppError, errorResponses } from '../../errors.ts';
 import { type IncomingFile, toMetadata, uploadFile } from '../service.ts';
 import {
