@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
+import { keySettingProblems } from './auth/keys.ts';
 
 type Env = Record<string, string | undefined>;
 type Partial = Record<string, unknown>;
@@ -264,7 +265,14 @@ const SETTINGS = {
     'development',
     '`production` refuses development-only settings (generated keys, embedded database, short secrets) and makes cookies `Secure` by default.',
   ),
-  HOST: str(APP, '0.0.0.0', 'Interface to listen on (HBP: empty means all interfaces).'),
+  HOST: shownAs(
+    str(
+      APP,
+      (c) => (c.NODE_ENV === 'production' ? '0.0.0.0' : '127.0.0.1'),
+      'Interface to listen on. Outside production only this machine can connect (`127.0.0.1`); set `0.0.0.0` (every IPv4 interface) or `::` to accept other machines, as production does by default (HBP: every interface always).',
+    ),
+    '`127.0.0.1`; `0.0.0.0` in production',
+  ),
   PORT: int(APP, 3000, 'Port to listen on.', { min: 0, max: 65535 }),
   SERVER_URL: shownAs(
     str(
@@ -828,6 +836,7 @@ export function readEnv(env: Env = process.env, dir = process.cwd()): Env {
  */
 export function loadConfig(env: Env, overrides: Partial = {}): Config {
   const problems: string[] = [];
+  const failed: string[] = [];
   const out: Partial = {};
   for (const [name, setting] of Object.entries(SETTINGS) as [string, Setting<unknown>][]) {
     if (name in overrides) {
@@ -835,6 +844,7 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
       continue;
     }
     const present = [name, ...(setting.aliases ?? [])].filter((n) => env[n] !== undefined && env[n] !== '');
+    const before = problems.length;
     if (present.length === 0) {
       out[name] =
         typeof setting.default === 'function'
@@ -851,18 +861,29 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
         problems.push(`${n} ${e.message}`);
       }
     }
-    if (parsed.length < present.length) continue;
     // An alias may repeat the setting (`AUTH_ENABLE=true` with `AUTH_ENABLED=TRUE`), never contradict it.
-    if (new Set(parsed.map((v) => JSON.stringify(v))).size > 1) {
+    if (parsed.length === present.length && new Set(parsed.map((v) => JSON.stringify(v))).size > 1)
       problems.push(`${present.join(' and ')} are both set, to different values; set only ${name}`);
+    if (parsed.length === present.length && problems.length === before) {
+      out[name] = parsed[0];
       continue;
     }
-    out[name] = parsed[0];
+    // Bad: the default stands in so that the checks below still run and every problem is told at once;
+    // their findings about this setting itself are left out (its own problem is already listed).
+    failed.push(name);
+    out[name] =
+      typeof setting.default === 'function'
+        ? (setting.default as (c: Partial) => unknown)(out)
+        : setting.default;
   }
   for (const key of Object.keys(overrides)) {
     if (!(key in SETTINGS)) problems.push(`unknown setting ${key}`);
   }
-  if (problems.length === 0) crossChecks(out, problems);
+  const later: string[] = [];
+  crossChecks(out, later);
+  for (const p of [...later, ...keySettingProblems(out as unknown as Config)]) {
+    if (!failed.some((name) => new RegExp(`\\b${name}\\b`).test(p))) problems.push(p);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   out.isProduction = out.NODE_ENV === 'production';
   return Object.freeze(out) as Config;
@@ -936,7 +957,7 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
     if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
       problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
-    // JWT_KEY may instead come from CUSTOM_DIR/keys/private.pem; the key loader checks that.
+    // JWT_KEY (or CUSTOM_DIR/keys/private.pem) is checked by keySettingProblems, with the key itself.
   }
 }
 

@@ -4,8 +4,8 @@
  */
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
-import { type JwtKeys, loadJwtKeys } from './auth/keys.ts';
-import type { Config } from './config.ts';
+import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
+import { type Config, ConfigError } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
@@ -13,7 +13,7 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
-import { loadRules, type StorageRules } from './storage/rules/rules.ts';
+import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
 export interface Clock {
   now(): Date;
@@ -46,8 +46,30 @@ export interface ContextOptions {
   db?: Database;
 }
 
-/** Opens the database (migrating it), loads keys and secrets. */
+/**
+ * Loads keys and secrets and reads the storage rules, then opens the database (migrating it). Everything
+ * that can be wrong without a database is checked first and reported together as one ConfigError, so a
+ * start that is going to fail never touches the database.
+ */
 export async function createContext(config: Config, opts: ContextOptions): Promise<AppContext> {
+  const problems: string[] = [];
+  const attempt = async <T>(what: () => T | Promise<T>): Promise<T | undefined> => {
+    try {
+      return await what();
+    } catch (err) {
+      if (!(err instanceof KeyError || err instanceof RulesFileError || isFileError(err))) throw err;
+      problems.push((err as Error).message);
+      return undefined;
+    }
+  };
+  const keys = await attempt(() => loadJwtKeys(config));
+  const secret = await attempt(() => cookieSecret(config));
+  const rules = config.STORAGE_ENABLED
+    ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))
+    : undefined;
+  if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
+  opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
+
   const db =
     opts.db ??
     (config.DATABASE_URL
@@ -56,16 +78,14 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
-    const keys = await loadJwtKeys(config);
-    opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
     const mailer = createMailer(config, { log: opts.log });
-    const storage = config.STORAGE_ENABLED ? await openStorage(config, opts.log) : undefined;
+    const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     return {
       config,
       db,
       clock: opts.clock ?? systemClock,
       keys,
-      cookieSecret: cookieSecret(config),
+      cookieSecret: secret,
       mailer,
       storage,
     };
@@ -75,9 +95,18 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   }
 }
 
-/** Rules first (a mistake in them stops the start), then the store; an unreachable S3 only warns. */
-async function openStorage(config: Config, log: FastifyBaseLogger): Promise<StorageContext> {
-  const rules = loadRules(config.STORAGE_RULES_PATH);
+/** A key or secret file that cannot be read or written (permissions, a folder in its place). */
+function isFileError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EROFS';
+}
+
+/** The store (the rules are already loaded); an unreachable S3 only warns. */
+async function openStorage(
+  config: Config,
+  rules: StorageRules,
+  log: FastifyBaseLogger,
+): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
   const objects = createObjectStore(config);
   try {

@@ -102,6 +102,34 @@ interface Verified {
   nbf: number | undefined;
 }
 
+/** Printable, short and quote-free: the token's own header or claim, echoed in a refusal. */
+function shown(v: unknown): string {
+  return `'${String(v)
+    .replace(/[^\w.:/@+-]/g, '?')
+    .slice(0, 64)}'`;
+}
+
+/**
+ * Why jose refused a token, in words that say what to do. It tells only what the caller's own token
+ * holds and what this service signs with (public facts: the algorithm, the issuer in every token).
+ */
+function refusal(err: unknown, keys: JwtKeys, config: Config): string {
+  if (err instanceof joseErrors.JWTExpired)
+    return 'access token expired; get a new one from /auth/token/refresh';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    if (err.claim === 'exp' && err.reason === 'missing') return 'access token has no expiry (exp)';
+    if (err.claim === 'iss')
+      return `access token issued by ${shown(err.payload.iss ?? '(none)')}, not by this service (${shown(config.JWT_ISSUER)})`;
+    if (err.claim === 'nbf') return 'access token is not valid yet (nbf is in the future)';
+    return `access token claim ${shown(err.claim)} is not valid`;
+  }
+  if (err instanceof joseErrors.JOSEAlgNotAllowed)
+    return `access token is signed with another algorithm; this service signs and accepts only ${keys.algorithm}`;
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed)
+    return "access token signature does not match this service's key (signed by another service, or tampered with)";
+  return 'access token is malformed (not a signed JWT)';
+}
+
 async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
   try {
@@ -113,10 +141,7 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
       requiredClaims: ['exp'],
     }));
   } catch (err) {
-    if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'exp' && err.reason === 'missing')
-      throw new InvalidAccessToken('access token has no expiry (exp)', { cause: err });
-    const reason = err instanceof joseErrors.JWTExpired ? 'expired' : 'invalid';
-    throw new InvalidAccessToken(`access token ${reason}`, { cause: err });
+    throw new InvalidAccessToken(refusal(err, keys, config), { cause: err });
   }
   const claims = payload[config.JWT_CLAIMS_NAMESPACE];
   if (!claims || typeof claims !== 'object') throw new InvalidAccessToken('access token has no claims');

@@ -85,6 +85,40 @@ function parsePrivate(pem: string, alg: JwtAlgorithm, where: string): KeyObject 
   return key;
 }
 
+/** The settings the key checks read. */
+type KeySettings = Pick<Config, 'NODE_ENV' | 'JWT_ALGORITHM' | 'JWT_KEY' | 'CUSTOM_DIR'>;
+
+/**
+ * What is wrong with the key settings, found without writing anything: config.ts lists these with every
+ * other configuration problem, before anything opens the database. An empty list means loadJwtKeys
+ * will find a usable key (or, outside production, generate one).
+ */
+export function keySettingProblems(c: KeySettings): string[] {
+  const alg = c.JWT_ALGORITHM;
+  const production = c.NODE_ENV === 'production';
+  if (isHmac(alg)) {
+    const minBytes = Number(alg.slice(2)) / 8;
+    if (!c.JWT_KEY)
+      return production
+        ? [`JWT_KEY is required in production for ${alg} (a shared secret of at least ${minBytes} bytes)`]
+        : [];
+    return Buffer.byteLength(c.JWT_KEY) < minBytes
+      ? [`JWT_KEY must be at least ${minBytes} bytes long for ${alg}`]
+      : [];
+  }
+  const hbpFile = path.join(c.CUSTOM_DIR, 'keys', 'private.pem');
+  try {
+    if (c.JWT_KEY) parsePrivate(c.JWT_KEY, alg, 'JWT_KEY');
+    else if (existsSync(hbpFile)) parsePrivate(readFileSync(hbpFile, 'utf8'), alg, hbpFile);
+    else if (production)
+      return [`JWT_KEY (a PEM private key) or the file ${hbpFile} is required in production for ${alg}`];
+  } catch (err) {
+    if (err instanceof KeyError) return [err.message];
+    return [`${hbpFile} cannot be read: ${(err as Error).message}`];
+  }
+  return [];
+}
+
 /** Reads a secret kept in `DATA_DIR/keys/<name>`, creating it on first use (development only). */
 export function devSecret(config: Config, name: string, make: () => string): string {
   const file = path.join(config.DATA_DIR, 'keys', name);

@@ -10,6 +10,7 @@ import { configFrom } from '../../src/config.ts';
 import { closeContext, createContext } from '../../src/context.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { runsHere } from '../helpers/requirements.ts';
 import { bearer, HS, login, newEmail, register, type Signed, signUp } from './helpers.ts';
 
 // Rate limits live outside the database, so these suites run on PGlite only.
@@ -372,7 +373,7 @@ describe('RATE_LIMIT_ENABLED=false', () => {
   });
 });
 
-if (process.env['REDIS_URL']) {
+if (runsHere('redis', 'rate limits shared through Redis')) {
   describe('rate limits shared through Redis', () => {
     let a: TestApp;
     let b: TestApp;

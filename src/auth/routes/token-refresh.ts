@@ -1,13 +1,14 @@
 /**
- * GET /auth/token/refresh: rotates a refresh token into a new session. From the query parameter the new
- * refresh token comes back in the body; from the cookie it comes back as a new cookie.
+ * GET /auth/token/refresh: rotates a refresh token into a new session. From the query parameter (which
+ * wins over the cookie) the new refresh token comes back in the body, and also as a new cookie when the
+ * cookie held the same token; from the cookie it comes back as a new cookie.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { errors, Session } from '../schemas.ts';
-import { sendSession } from '../session-response.ts';
+import { sendSession, setSessionCookies } from '../session-response.ts';
 import { refreshSession } from '../sessions.ts';
 import { presentedRefreshToken } from './common.ts';
 import { RefreshTokenQuery } from './logout.ts';
@@ -36,7 +37,11 @@ export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: Ap
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
       const session = await refreshSession(ctx, token.value);
       const fromCookie = token.source === 'cookie';
-      return sendSession(reply, c, session, fromCookie, ctx.clock.now(), { leaveCookies: !fromCookie });
+      const now = ctx.clock.now();
+      const body = sendSession(reply, c, session, fromCookie, now, { leaveCookies: !fromCookie });
+      // The query named the cookie's own token: the cookie follows the rotation too.
+      if (!fromCookie && token.cookieToo) setSessionCookies(reply, c, session, now);
+      return body;
     },
   );
 }
