@@ -19,7 +19,7 @@ const TEST_DATABASE_URL = process.env['TEST_DATABASE_URL'];
  * are reported as skipped (see requirements.ts), not silently left out.
  */
 export function dbKinds(): DbKind[] {
-  return runsHere('postgres', 'the PostgreSQL runs of this file') ? ['pglite', 'postgres'] : ['pglite'];
+  return runsHere('postgres', 'the PostgreSQL runs') ? ['pglite', 'postgres'] : ['pglite'];
 }
 
 export interface TestDatabase {

@@ -7,7 +7,17 @@
  *
  * Adding a need is one entry in NEEDS: a name, how to tell whether it is met, and what to set or install.
  */
+import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The test file this process runs (`node --test` gives each file a process of its own). */
+function testFile(): string {
+  const main = process.argv[1];
+  return main ? path.relative(ROOT, main) : 'this process';
+}
 
 export interface Need {
   /** Undefined when met; otherwise why not, with what would make it met. */
@@ -37,14 +47,15 @@ const reported = new Set<string>();
  * True when `need` is met. Otherwise registers, once per `what` in this file, a skipped test named
  * `what` whose reason says what is missing, and returns false.
  */
-export function runsHere(need: NeedName | Need, what: string): boolean {
+export function runsHere(need: NeedName | (string & {}) | Need, what: string): boolean {
   const n = typeof need === 'string' ? (NEEDS as Record<string, Need>)[need] : need;
   if (!n) throw new Error(`unknown need ${String(need)}`);
   const reason = n.missing();
   if (reason === undefined) return true;
   if (!reported.has(what)) {
     reported.add(what);
-    test(what, { skip: reason }, () => {});
+    // Named with the test file: node reports a test where test() was called, which is here.
+    test(`${what} (${testFile()})`, { skip: reason }, () => {});
   }
   return false;
 }
