@@ -131,6 +131,10 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     await app.register(
       async (auth) => {
         auth.addHook('onSend', async (_req, reply) => {
+          // A route that declares its answer public (the JWKS) keeps that; everything else is no-store.
+          const declared = reply.getHeader('cache-control');
+          if (reply.statusCode === 200 && typeof declared === 'string' && declared.startsWith('public,'))
+            return;
           reply.headers(NO_CACHE_HEADERS);
         });
         await auth.register(authRoutes, { ctx });

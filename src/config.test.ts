@@ -267,7 +267,7 @@ describe('loadConfig', () => {
       'DATABASE_URL is required in production (the embedded database is for development)',
       'COOKIE_SECRET is required in production (cookies are always signed)',
       'MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true',
-      'JWT_KEY (a PEM private key) or the file custom/keys/private.pem is required in production for RS256',
+      'JWT_KEY (a PEM private key) or the file custom/keys/private.pem is required in production for RS256; `gatehouse keys generate` makes one',
     ]);
     assert.deepEqual(problems({ ...PRODUCTION_OK, JWT_KEY: '' }), [
       'JWT_KEY is required in production for HS256 (a shared secret of at least 32 bytes)',

@@ -478,6 +478,34 @@ const SETTINGS = {
     { secret: true },
   ),
   JWT_ALGORITHM: oneOf(JWT, JWT_ALGORITHMS, 'RS256', 'Access-token signing algorithm.'),
+  JWT_PREVIOUS_KEY: str(
+    JWT,
+    '',
+    'Key(s) retired by a rotation (RS*/ES256/EdDSA only): one or more PEM keys, private or public, of the same type as `JWT_KEY`. Tokens they signed still verify and their public halves stay in `/auth/jwks`, until `JWT_KEY_ROTATED_AT` + `JWKS_MAX_AGE` + `JWT_EXPIRES_IN` when that is set, else until removed. Unset with keys from files: `<key file stem>.previous.pem` beside the key file, written by `gatehouse keys rotate`.',
+    { secret: true },
+  ),
+  JWT_KEY_ROTATED_AT: {
+    group: JWT,
+    doc: 'When `JWT_KEY` replaced `JWT_PREVIOUS_KEY` (ISO 8601, such as `2025-01-31T12:00:00Z`). Until `JWKS_MAX_AGE` seconds later a private previous key still signs, so that verifiers whose cached JWKS does not hold the new key yet keep accepting new tokens; `JWT_EXPIRES_IN` after that the previous key is dropped. Unset: the new key signs at once.',
+    default: '',
+    parse(raw: string): string {
+      const v = raw.trim();
+      if (
+        !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(v) ||
+        Number.isNaN(Date.parse(v))
+      )
+        throw new Invalid(
+          `must be an ISO 8601 instant with its zone, such as 2025-01-31T12:00:00Z, got "${raw}"`,
+        );
+      return new Date(v).toISOString();
+    },
+  } satisfies Setting<string>,
+  JWKS_MAX_AGE: int(
+    JWT,
+    300,
+    '`Cache-Control: public, max-age` of `/auth/jwks`, in seconds: how long verifiers (Hasura refreshes its JWKS on this schedule) may keep the key set. After a rotation (`JWT_KEY_ROTATED_AT`) the new key starts signing this long after it is published.',
+    { min: 0, max: 86_400 },
+  ),
   JWT_CLAIMS_NAMESPACE: str(
     JWT,
     'https://hasura.io/jwt/claims',

@@ -62,7 +62,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       return undefined;
     }
   };
-  const keys = await attempt(() => loadJwtKeys(config));
+  const keys = await attempt(() => loadJwtKeys(config, { now: (opts.clock ?? systemClock).now() }));
   const secret = await attempt(() => cookieSecret(config));
   const rules = config.STORAGE_ENABLED
     ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))

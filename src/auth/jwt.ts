@@ -5,7 +5,7 @@
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { Config } from '../config.ts';
 import { kebabCase } from './claim-names.ts';
-import type { JwtKeys } from './keys.ts';
+import { type JwtKeys, signingKeyAt, verifyingKeysAt } from './keys.ts';
 
 /** Un-prefixed permission variables, as storage rules see them in `request.auth`. */
 export type PermissionVariables = {
@@ -77,7 +77,8 @@ export async function signAccessToken(
   for (const [k, v] of Object.entries(vars)) claims[`x-hasura-${k}`] = v;
   const iat = Math.floor(now.getTime() / 1000);
   const lifetimeS = config.JWT_EXPIRES_IN * 60;
-  const header = keys.kid ? { alg: keys.algorithm, kid: keys.kid } : { alg: keys.algorithm };
+  const signer = signingKeyAt(keys, now);
+  const header = signer.kid ? { alg: keys.algorithm, kid: signer.kid } : { alg: keys.algorithm };
   const payload: Record<string, unknown> = { [config.JWT_CLAIMS_NAMESPACE]: claims };
   // A standard top-level claim: Hasura reads only its namespace and ignores it.
   if (opts.authTime) payload[AUTH_TIME_CLAIM] = Math.floor(opts.authTime.getTime() / 1000);
@@ -87,7 +88,7 @@ export async function signAccessToken(
     .setIssuer(config.JWT_ISSUER)
     .setIssuedAt(iat)
     .setExpirationTime(iat + lifetimeS)
-    .sign(keys.signCryptoKey);
+    .sign(signer.key);
   return { token, expiresInMs: lifetimeS * 1000, expiresAt: new Date((iat + lifetimeS) * 1000) };
 }
 
@@ -113,7 +114,16 @@ function shown(v: unknown): string {
  * Why jose refused a token, in words that say what to do. It tells only what the caller's own token
  * holds and what this service signs with (public facts: the algorithm, the issuer in every token).
  */
+/** A token whose `kid` names no key this service accepts now. */
+class UnknownKey extends Error {
+  constructor(readonly kid: string) {
+    super('unknown kid');
+  }
+}
+
 function refusal(err: unknown, keys: JwtKeys, config: Config): string {
+  if (err instanceof UnknownKey)
+    return `access token is signed with a key this service does not accept (kid ${shown(err.kid)}: another service's, or one retired by a key rotation whose tokens have all expired)`;
   if (err instanceof joseErrors.JWTExpired)
     return 'access token expired; get a new one from /auth/token/refresh';
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
@@ -133,7 +143,16 @@ function refusal(err: unknown, keys: JwtKeys, config: Config): string {
 async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(token, keys.verifyCryptoKey, {
+    // The key named by the token's kid among those live now (a rotation publishes two); a token
+    // without a kid (HS*, or signed elsewhere) is checked against the current key.
+    const live = verifyingKeysAt(keys, now);
+    const keyFor = (header: { kid?: string }) => {
+      if (header.kid === undefined) return keys.verifyCryptoKey;
+      const found = live.find((k) => k.kid === header.kid);
+      if (!found) throw new UnknownKey(header.kid);
+      return found.verifyCryptoKey;
+    };
+    ({ payload } = await jwtVerify(token, keyFor, {
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
