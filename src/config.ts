@@ -1008,6 +1008,10 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
     if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
       problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
+    if (c.EMAILS_ENABLED && !c.SMTP_HOST)
+      problems.push(
+        'SMTP_HOST is required in production when EMAILS_ENABLED is true (or set EMAILS_ENABLED=false)',
+      );
     const metricsToken = c.METRICS_TOKEN as string;
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
       problems.push(`METRICS_TOKEN must be at least ${MIN_SECRET_LENGTH} characters in production`);

@@ -99,11 +99,6 @@ export const ERRORS = {
   INVALID_KEY: { status: 400, message: 'The file path is not valid.' },
   FOLDER_UPLOAD: { status: 400, message: "Can't upload file that ends with /" },
   FILE_MISSING: { status: 400, message: 'The request has no file part named "file".' },
-  EMPTY_FILE: {
-    status: 400,
-    message:
-      'The file is empty (0 bytes) and was not stored: an empty upload is refused so that a failed read on the client cannot replace a file with nothing.',
-  },
   TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
   INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },

@@ -13,7 +13,7 @@ import { StoreUnavailable } from './backends/object-store.ts';
 import type { ParsedKey } from './keys.ts';
 import { NOT_YET_KNOWN } from './rules/expression.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
-import { chooseContentType, SNIFF_BYTES } from './sniff.ts';
+import { chooseContentType, emptyFileType, SNIFF_BYTES } from './sniff.ts';
 
 export interface StorageDeps {
   readonly config: Config;
@@ -165,7 +165,6 @@ export async function uploadFile(
   if (key.folder) throw new AppError('FOLDER_UPLOAD');
   const max = config.STORAGE_MAX_UPLOAD_SIZE;
   if (file.declaredSize !== undefined && file.declaredSize > max) throw tooLarge(config);
-  if (file.declaredSize === 0) throw new AppError('EMPTY_FILE');
 
   const existing = await store(() => objects.head(key.key));
   const name = file.filename || key.key.slice(key.key.lastIndexOf('/') + 1);
@@ -223,9 +222,9 @@ export async function uploadFile(
 
   try {
     const head = await first;
-    // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body.
-    if (head.length === 0) throw new AppError('EMPTY_FILE');
-    contentType = chooseContentType(file.mimetype, head);
+    // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body:
+    // zero bytes are no image, PDF or archive, whatever was declared (an empty text is still text).
+    contentType = head.length === 0 ? emptyFileType(file.mimetype) : chooseContentType(file.mimetype, head);
     let decideAtEnd = false;
     if (!admin) {
       const early = deps.rules.decide(

@@ -1,7 +1,7 @@
 /**
  * Answers a newcomer tripped over (issue 21): each says what is wrong and what to do, and requests that
- * a reasonable client sends (an empty JSON body) are not refused. An empty upload is refused rather than
- * stored, and the refresh token named in the query wins over the cookie.
+ * a reasonable client sends (an empty JSON body) are not refused. An empty upload is not labelled as the
+ * image it claims to be, and the refresh token named in the query wins over the cookie.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -203,23 +203,22 @@ describe('storage answers that say why', () => {
     assert.equal((await withSecret('an-admin-secret-of-32-characters!')).statusCode, 200);
   });
 
-  it('refuses an empty upload (raw or multipart) and keeps the file it would have replaced', async () => {
-    const put = await upload(t, 'public/keep.png', Buffer.from('not really a png'), {
-      'content-type': 'image/png',
+  it('stores an empty upload, raw or multipart, as application/octet-stream whatever image type it claims', async () => {
+    const raw = await upload(t, 'public/empty.png', Buffer.alloc(0), { 'content-type': 'image/png' });
+    assert.equal(raw.statusCode, 200, raw.body);
+    assert.equal(raw.json().ContentLength, 0);
+    assert.equal(raw.json().ContentType, 'application/octet-stream', 'zero bytes are no PNG');
+    const part = multipartBody([{ name: 'file', filename: 'empty.png', type: 'image/png', data: '' }]);
+    const multi = await upload(t, 'public/empty-part.png', part.payload, part.headers);
+    assert.equal(multi.statusCode, 200, multi.body);
+    assert.equal(multi.json().ContentType, 'application/octet-stream');
+    const text = await upload(t, 'public/empty.txt', Buffer.alloc(0), {
+      'content-type': 'text/plain; charset=utf-8',
     });
-    assert.equal(put.statusCode, 200);
-    const empty = await upload(t, 'public/keep.png', Buffer.alloc(0), { 'content-type': 'image/png' });
-    assert.equal(empty.statusCode, 400);
-    assert.equal(empty.json().code, 'EMPTY_FILE');
-    const part = multipartBody([{ name: 'file', filename: 'keep.png', type: 'image/png', data: '' }]);
-    const emptyPart = await upload(t, 'public/keep.png', part.payload, part.headers);
-    assert.equal(emptyPart.statusCode, 400);
-    assert.equal(emptyPart.json().code, 'EMPTY_FILE');
-    const kept = await t.app.inject({ method: 'GET', url: '/storage/o/public/keep.png' });
-    assert.equal(kept.body, 'not really a png');
-    const fresh = await upload(t, 'public/new-empty.txt', Buffer.alloc(0), { 'content-type': 'text/plain' });
-    assert.equal(fresh.statusCode, 400);
-    const none = await t.app.inject({ method: 'GET', url: '/storage/m/public/new-empty.txt' });
-    assert.equal(none.statusCode, 404, 'nothing was stored');
+    assert.equal(text.json().ContentType, 'text/plain; charset=utf-8', 'an empty text is still text');
+    const got = await t.app.inject({ method: 'GET', url: '/storage/o/public/empty.png' });
+    assert.equal(got.statusCode, 200);
+    assert.equal(got.headers['content-type'], 'application/octet-stream');
+    assert.equal(got.rawPayload.length, 0);
   });
 });
