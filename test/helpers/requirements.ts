@@ -7,6 +7,7 @@
  *
  * Adding a need is one entry in NEEDS: a name, how to tell whether it is met, and what to set or install.
  */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -29,9 +30,18 @@ const env = (name: string, what: string): Need => ({
     process.env[name] ? undefined : `${name} is not set (${what}; .ci/run sets it, see README "Test it")`,
 });
 
+/** A program on PATH. */
+const program = (name: string, install: string): Need => ({
+  missing: () =>
+    (process.env['PATH'] ?? '').split(path.delimiter).some((dir) => dir && existsSync(path.join(dir, name)))
+      ? undefined
+      : `${name} is not installed (${install})`,
+});
+
 export const NEEDS = {
   postgres: env('TEST_DATABASE_URL', 'a PostgreSQL URL whose user may create databases'),
   redis: env('REDIS_URL', 'a Redis URL'),
+  'docker-compose': program('docker-compose', 'apt-get install -y docker-compose; .ci/run installs it'),
 } satisfies Record<string, Need>;
 
 export type NeedName = keyof typeof NEEDS;
