@@ -8,7 +8,9 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
-import { keySettingProblems } from './auth/keys.ts';
+import { JWT_ALGORITHMS, keySettingProblems } from './auth/key-material.ts';
+
+export { JWT_ALGORITHMS, type JwtAlgorithm } from './auth/key-material.ts';
 
 type Env = Record<string, string | undefined>;
 type Partial = Record<string, unknown>;
@@ -233,18 +235,6 @@ const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth providers (settings accepted for compatibility; provider routes are not offered yet)';
-
-export const JWT_ALGORITHMS = [
-  'HS256',
-  'HS384',
-  'HS512',
-  'RS256',
-  'RS384',
-  'RS512',
-  'ES256',
-  'EdDSA',
-] as const;
-export type JwtAlgorithm = (typeof JWT_ALGORITHMS)[number];
 
 const providerSettings = (name: string, extra: Record<string, Setting<string>> = {}) => ({
   [`${name}_ENABLED`]: bool(

@@ -1,10 +1,18 @@
 /**
- * AppContext: everything a request handler may use, built once at start and passed to `buildApp`.
+ * The composition root. AppContext holds everything the service opens at start (database, keys, mailer,
+ * object store), built once by `createContext` and passed to `buildApp`, which hands each feature the
+ * narrow part it uses (`authDeps`, storage's `StorageDeps`). Start-up work against the database (schema
+ * checks, roles, MFA re-encryption) runs here, before any route exists; `closeContext` closes it all.
  * Nothing in the service imports these as globals, so tests build as many contexts as they like.
  */
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
+import type { AuthDeps } from './auth/deps.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
+import { SecretBox } from './auth/mfa/secret-box.ts';
+import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
+import { type BackgroundTasks, backgroundTasks } from './background.ts';
+import { type Clock, systemClock } from './clock.ts';
 import { type Config, ConfigError } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -15,19 +23,18 @@ import { type ObjectStore, StoreUnavailable } from './storage/backends/object-st
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
-export interface Clock {
-  now(): Date;
-}
-
-export const systemClock: Clock = { now: () => new Date() };
-
 export interface AppContext {
   readonly config: Config;
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  /** Sends the flows' emails (its `send` is the MailPort auth uses). */
   readonly mailer: Mailer;
+  /** Work that runs after the response (flows that must answer the same for every address). */
+  readonly tasks: BackgroundTasks;
+  /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
+  readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
 }
@@ -62,8 +69,11 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       return undefined;
     }
   };
-  const keys = await attempt(() => loadJwtKeys(config, { now: (opts.clock ?? systemClock).now() }));
+  const clock = opts.clock ?? systemClock;
+  const keys = await attempt(() => loadJwtKeys(config, { now: clock.now() }));
   const secret = await attempt(() => cookieSecret(config));
+  const mfaBox =
+    config.AUTH_ENABLED && config.MFA_ENABLED ? await attempt(() => SecretBox.fromConfig(config)) : undefined;
   const rules = config.STORAGE_ENABLED
     ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))
     : undefined;
@@ -78,15 +88,21 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
+    if (config.AUTH_ENABLED) {
+      await ensureAuthSchema({ config, db });
+      if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
+    }
     const mailer = createMailer(config, { log: opts.log });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     return {
       config,
       db,
-      clock: opts.clock ?? systemClock,
+      clock,
       keys,
       cookieSecret: secret,
       mailer,
+      tasks: backgroundTasks(opts.log),
+      mfaBox,
       storage,
     };
   } catch (err) {
@@ -119,7 +135,15 @@ async function openStorage(
   return { objects, rules, images: new ImageService(config, log) };
 }
 
+/** The part of the context the auth routes and domain use. */
+export function authDeps(ctx: AppContext): AuthDeps {
+  const { config, db, clock, keys, mailer, tasks } = ctx;
+  return { config, db, clock, keys, mailer, tasks };
+}
+
 export async function closeContext(ctx: AppContext): Promise<void> {
+  // Tasks still running use the mailer and the database.
+  await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
   await ctx.db.close();

@@ -3,26 +3,25 @@
  * wins over the cookie) the new refresh token comes back in the body, and also as a new cookie when the
  * cookie held the same token; from the cookie it comes back as a new cookie.
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
-import { errors, Session } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { AppError, errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { Session } from '../schemas.ts';
 import { sendSession, setSessionCookies } from '../session-response.ts';
 import { refreshSession } from '../sessions.ts';
 import { presentedRefreshToken } from './common.ts';
 import { RefreshTokenQuery } from './logout.ts';
 
-export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+export const tokenRefreshRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  const c = deps.config;
+  app.get(
     '/token/refresh',
     {
       schema: {
         tags: ['auth'],
         summary: 'Exchange a refresh token for a new session (rotation)',
         querystring: RefreshTokenQuery,
-        response: { 200: Session, ...errors(400, 401, 429) },
+        response: { 200: Session, ...errorResponses(400, 401, 429) },
       },
       preHandler: async (request) => {
         await app.limiter.consume(
@@ -35,13 +34,13 @@ export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: Ap
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
-      const session = await refreshSession(ctx, token.value);
+      const session = await refreshSession(deps, token.value);
       const fromCookie = token.source === 'cookie';
-      const now = ctx.clock.now();
+      const now = deps.clock.now();
       const body = sendSession(reply, c, session, fromCookie, now, { leaveCookies: !fromCookie });
       // The query named the cookie's own token: the cookie follows the rotation too.
       if (!fromCookie && token.cookieToo) setSessionCookies(reply, c, session, now);
       return body;
     },
   );
-}
+};
