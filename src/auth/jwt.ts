@@ -142,15 +142,16 @@ function refusal(err: unknown, keys: JwtKeys, config: Config): string {
 
 async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
+  let unknownKid: string | undefined;
   try {
-    // The key named by the token's kid among those live now (a rotation publishes two); a token
-    // without a kid (HS*, or signed elsewhere) is checked against the current key.
+    // The key named by the token's kid among those live now (a rotation publishes two). A token without
+    // a kid, or with one we do not know (HBP, which signed with the same key, may have named it its own
+    // way), is checked against the current key: the kid only chooses, the signature decides.
     const live = verifyingKeysAt(keys, now);
     const keyFor = (header: { kid?: string }) => {
-      if (header.kid === undefined) return keys.verifyCryptoKey;
-      const found = live.find((k) => k.kid === header.kid);
-      if (!found) throw new UnknownKey(header.kid);
-      return found.verifyCryptoKey;
+      const found = header.kid === undefined ? undefined : live.find((k) => k.kid === header.kid);
+      if (header.kid !== undefined && !found) unknownKid = header.kid;
+      return found?.verifyCryptoKey ?? keys.verifyCryptoKey;
     };
     ({ payload } = await jwtVerify(token, keyFor, {
       algorithms: [keys.algorithm],
@@ -160,7 +161,11 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
       requiredClaims: ['exp'],
     }));
   } catch (err) {
-    throw new InvalidAccessToken(refusal(err, keys, config), { cause: err });
+    const why =
+      unknownKid !== undefined && err instanceof joseErrors.JWSSignatureVerificationFailed
+        ? new UnknownKey(unknownKid)
+        : err;
+    throw new InvalidAccessToken(refusal(why, keys, config), { cause: err });
   }
   const claims = payload[config.JWT_CLAIMS_NAMESPACE];
   if (!claims || typeof claims !== 'object') throw new InvalidAccessToken('access token has no claims');

@@ -9,7 +9,7 @@ import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { type CryptoKey, createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT } from 'jose';
 import { kidOf } from '../../src/auth/keys.ts';
 import type { CliIO } from '../../src/cli/command.ts';
 import { runCli } from '../../src/cli/main.ts';
@@ -123,6 +123,37 @@ describe('key rotation', () => {
     assert.equal(stale.statusCode, 401);
     assert.match(stale.json().message, /signed with a key this service does not accept/);
     assert.equal((await asAlice(t, await tokenFor(t, ALICE))).statusCode, 200);
+  });
+
+  it('accepts a token of the current key that names it by another kid (as HBP may have), and no other', async () => {
+    const key = pem();
+    const t = await app({ JWT_KEY: key });
+    const now = Math.floor(T0.getTime() / 1000);
+    const claims = {
+      'https://hasura.io/jwt/claims': {
+        'x-hasura-user-id': ALICE,
+        'x-hasura-allowed-roles': ['user'],
+        'x-hasura-default-role': 'user',
+      },
+    };
+    const signed = (kid: string, k: CryptoKey) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'RS256', kid })
+        .setIssuer('nhost')
+        .setIssuedAt(now)
+        .setExpirationTime(now + 600)
+        .sign(k);
+    assert.equal(
+      (await asAlice(t, await signed('named-elsewhere', t.ctx.keys.signCryptoKey))).statusCode,
+      200,
+    );
+    const stranger = await app({ JWT_KEY: pem() });
+    const foreign = await asAlice(t, await signed('named-elsewhere', stranger.ctx.keys.signCryptoKey));
+    assert.equal(foreign.statusCode, 401);
+    assert.match(
+      foreign.json().message,
+      /signed with a key this service does not accept \(kid 'named-elsewhere'/,
+    );
   });
 
   it('refuses JWT_PREVIOUS_KEY that is not a key of the algorithm, or that comes with a shared secret', () => {
