@@ -35,14 +35,17 @@ interface Jwk {
 
 /**
  * What a verifier does with a JWKS URL: keep the key set for the response's max-age, and fetch it again
- * (at most once a second) when a token names a kid it does not hold.
+ * (at most once a second) when a token names a kid it does not hold. The URL may change during the test
+ * (the rotated instance listens elsewhere), which starts a fresh cache as a new verifier would.
  */
 function jwksKeyResolver(url: () => string) {
   let keys: Jwk[] = [];
+  let from = '';
   let fresh = 0;
   let fetchedAt = 0;
   const load = async () => {
-    const res = await fetch(`${url()}/auth/jwks`);
+    from = url();
+    const res = await fetch(`${from}/auth/jwks`);
     const maxAge = /max-age=(\d+)/.exec(res.headers.get('cache-control') ?? '')?.[1];
     keys = ((await res.json()) as { keys: Jwk[] }).keys;
     fetchedAt = Date.now();
@@ -51,7 +54,8 @@ function jwksKeyResolver(url: () => string) {
   const find = (kid: string | undefined) => keys.find((k) => k.kid === kid);
   return (header: { kid?: string }, done: (err: Error | null, key?: string) => void) => {
     void (async () => {
-      if (Date.now() >= fresh || (!find(header.kid) && Date.now() - fetchedAt > 1000)) await load();
+      const stale = Date.now() >= fresh || from !== url();
+      if (stale || (!find(header.kid) && Date.now() - fetchedAt > 1000)) await load();
       const jwk = find(header.kid);
       if (!jwk) throw new Error(`no key ${header.kid} in the JWKS`);
       return createPublicKey({ key: jwk, format: 'jwk' }).export({ format: 'pem', type: 'spki' }) as string;
