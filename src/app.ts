@@ -122,7 +122,14 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
   await app.register(rateLimitPlugin, { config, clock: ctx.clock });
-  await app.register(metricsPlugin, { ctx });
+  await app.register(metricsPlugin, {
+    config,
+    sources: {
+      passwords: ctx.passwords,
+      poolStats: ctx.db.poolStats?.bind(ctx.db),
+      images: ctx.storage?.images,
+    },
+  });
 
   const readiness: ReadinessCheck[] = [];
   await app.register(healthRoutes, { db: ctx.db, checks: readiness });

@@ -10,6 +10,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { AuthDeps } from './auth/deps.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
+import { Passwords } from './auth/passwords.ts';
 import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -28,6 +29,8 @@ export interface AppContext {
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
+  /** Password hashing threads, sized by this context's settings and stopped by closeContext. */
+  readonly passwords: Passwords;
   readonly cookieSecret: string;
   /** Sends the flows' emails (its `send` is the MailPort auth uses). */
   readonly mailer: Mailer;
@@ -99,6 +102,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       db,
       clock,
       keys,
+      passwords: new Passwords(config),
       cookieSecret: secret,
       mailer,
       tasks: backgroundTasks(opts.log),
@@ -137,8 +141,8 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, mailer, tasks } = ctx;
-  return { config, db, clock, keys, mailer, tasks };
+  const { config, db, clock, keys, passwords, mailer, tasks } = ctx;
+  return { config, db, clock, keys, passwords, mailer, tasks };
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
@@ -146,5 +150,6 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
+  await ctx.passwords.close();
   await ctx.db.close();
 }

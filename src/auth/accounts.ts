@@ -17,15 +17,7 @@ import {
   upgradePasswordHash,
 } from './accounts-store.ts';
 import type { SessionDeps } from './deps.ts';
-import {
-  checkBreached,
-  checkLoginPassword,
-  hashKind,
-  hashPassword,
-  isHashingBusy,
-  needsRehash,
-  verifyPassword,
-} from './passwords.ts';
+import { checkBreached, hashKind, isHashingBusy } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
 import { newestAttemptPasswordHash } from './registration-store.ts';
 import { secretsEqual } from './secrets.ts';
@@ -132,13 +124,13 @@ async function checkPassword(
   const stored = pending
     ? await newestAttemptPasswordHash(deps.db, account.id)
     : (account?.password_hash ?? null);
-  if (!(await checkLoginPassword(deps.config, stored, password, () => hashKindsInUse(deps)))) {
+  if (!(await deps.passwords.checkLogin(stored, password, () => hashKindsInUse(deps)))) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  if (account && !pending && stored !== null && needsRehash(deps.config, stored)) {
+  if (account && !pending && stored !== null && deps.passwords.needsRehash(stored)) {
     let fresh: string;
     try {
-      fresh = await hashPassword(deps.config, password);
+      fresh = await deps.passwords.hash(password);
     } catch (err) {
       if (isHashingBusy(err)) return;
       throw err;
@@ -186,14 +178,14 @@ export async function changePassword(
   const account = await callerAccount(deps, userId);
   if (account.password_hash !== null) {
     if (input.oldPassword === undefined) throw new AppError('VALIDATION', '"old_password" is required');
-    if (!(await verifyPassword(deps.config, account.password_hash, input.oldPassword))) {
+    if (!(await deps.passwords.verify(account.password_hash, input.oldPassword))) {
       throw new AppError('INCORRECT_PASSWORD');
     }
   } else {
     await assertReauthenticated(deps, account, input.reauth);
   }
   await checkBreached(deps.config, input.newPassword);
-  const hash = await hashPassword(deps.config, input.newPassword);
+  const hash = await deps.passwords.hash(input.newPassword);
   await deps.db.transaction(async (tx) => {
     const keep = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setPasswordHash(tx, account.id, hash);

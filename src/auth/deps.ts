@@ -9,23 +9,29 @@ import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { MailPort } from '../mail/port.ts';
 import type { JwtKeys } from './keys.ts';
+import type { Passwords } from './passwords.ts';
 
 export interface AuthDeps {
   readonly config: Config;
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
+  /** This instance's password hashing threads. */
+  readonly passwords: Passwords;
   /** Where account flows hand their emails, inside their transaction (mail/port.ts). */
   readonly mailer: MailPort;
   /** Work after the response, for flows that answer the same for every address. */
   readonly tasks: BackgroundTasks;
 }
 
-/** Settings and the time: checks that read no data (reauth windows, domains, link targets). */
+/** Settings and the time: checks that read no data (domains, link targets). */
 export type ConfigDeps = Pick<AuthDeps, 'config' | 'clock'>;
 
+/** Re-authentication: the sign-in window, or the current password checked by the hashing threads. */
+export type ReauthDeps = ConfigDeps & Pick<AuthDeps, 'passwords'>;
+
 /** Sign-in, sessions and account changes that send no email. */
-export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys'>;
+export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords'>;
 
 /** Account changes that email someone within the request (email change). */
 export type MailingDeps = SessionDeps & Pick<AuthDeps, 'mailer'>;

@@ -8,7 +8,6 @@ import {
   createPrivateKey,
   createPublicKey,
   createSecretKey,
-  generateKeyPairSync,
   type KeyObject,
   randomBytes,
   webcrypto,

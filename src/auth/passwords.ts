@@ -94,6 +94,7 @@ export class HashPool {
   private readonly queue: Pending[] = [];
   private nextId = 1;
   private started = 0;
+  private closed = false;
   /** Moving average of how long a thread spends on a job, in ms; undefined until one finishes. */
   private meanMs: number | undefined;
 
@@ -105,6 +106,7 @@ export class HashPool {
   }
 
   run(job: HashJob, maxWaiting: number = AUTO_QUEUE_PER_THREAD * this.size): Promise<string | boolean> {
+    if (this.closed) return Promise.reject(new Error('the password hashing pool is closed'));
     const threadFree = this.idle.length > 0 || this.started < this.size;
     if (!threadFree && this.queue.length >= maxWaiting) {
       hashRefusedEvent();
@@ -132,7 +134,19 @@ export class HashPool {
     this.meanMs = this.meanMs === undefined ? ms : this.meanMs + DURATION_WEIGHT * (ms - this.meanMs);
   }
 
+  /** Stops every thread; jobs still waiting or running are refused. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const gone = new Error('the password hashing pool is closed');
+    for (const p of this.queue.splice(0)) p.reject(gone);
+    const workers = [...this.idle.splice(0), ...this.running.keys()];
+    for (const p of this.running.values()) p.reject(gone);
+    this.running.clear();
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+
   private dispatch(): void {
+    if (this.closed) return;
     while (this.queue.length > 0) {
       const worker = this.idle.pop() ?? (this.started < this.size ? this.spawn() : undefined);
       if (!worker) return;
@@ -178,25 +192,6 @@ export class HashPool {
 
 type PoolConfig = Pick<Config, 'PASSWORD_HASH_THREADS' | 'PASSWORD_HASH_QUEUE'>;
 
-let pool: HashPool | undefined;
-
-/** Jobs waiting for and running on the process-wide hashing pool (zero before its first job). */
-export function hashPoolStats(): { waiting: number; running: number; threads: number } {
-  if (!pool) return { waiting: 0, running: 0, threads: 0 };
-  const { waiting, running } = pool.stats;
-  return { waiting, running, threads: pool.size };
-}
-
-/**
- * Runs `job` on the process-wide hashing pool, sized by the first configuration that asks
- * (PASSWORD_HASH_THREADS); the waiting line is bounded by the asking configuration's
- * PASSWORD_HASH_QUEUE (0: AUTO_QUEUE_PER_THREAD per thread). Rejects with PASSWORD_HASHING_BUSY when full.
- */
-function runHashJob(config: PoolConfig, job: HashJob): Promise<string | boolean> {
-  pool ??= new HashPool(config.PASSWORD_HASH_THREADS || availableParallelism());
-  return pool.run(job, config.PASSWORD_HASH_QUEUE || AUTO_QUEUE_PER_THREAD * pool.size);
-}
-
 /**
  * What a verification against a stored hash costs, as a string: `$argon2id$v=19$m=19456,t=2,p=1` or
  * `bcrypt$10`; undefined for a hash this service cannot verify (it never matches, at no cost).
@@ -234,16 +229,6 @@ function hashJob(kind: string, password: string): HashJob | undefined {
   };
 }
 
-export async function hashPassword(config: ArgonConfig & PoolConfig, password: string): Promise<string> {
-  return (await runHashJob(config, hashJob(configuredKind(config), password) as HashJob)) as string;
-}
-
-/** True when a stored hash should be replaced: bcrypt, or argon2 of another kind than configured. */
-export function needsRehash(config: ArgonConfig, stored: string): boolean {
-  const kind = hashKind(stored);
-  return kind !== undefined && kind !== configuredKind(config);
-}
-
 /** One password verification, real (against an account's hash) or dummy (a failed login's padding). */
 export interface VerificationEvent {
   kind: string;
@@ -262,75 +247,132 @@ function notify(kind: string, dummy: boolean): void {
   for (const fn of observers) fn({ kind, dummy });
 }
 
-export async function verifyPassword(config: PoolConfig, stored: string, password: string): Promise<boolean> {
+const hashObservers = new Set<(kind: string) => void>();
+
+/** Calls `fn` with the kind of every new hash started in this process (tests count them); returns the unsubscribe. */
+export function observeHashes(fn: (kind: string) => void): () => void {
+  hashObservers.add(fn);
+  return () => hashObservers.delete(fn);
+}
+
+/**
+ * The password hashing of one service instance: its own threads (PASSWORD_HASH_THREADS, else one per
+ * core) with their bounded waiting line (PASSWORD_HASH_QUEUE), made by the composition root from its
+ * settings and closed with the context. Threads start at the first job.
+ */
+export class Passwords {
+  /** The threads; jobs go through the methods below, which apply PASSWORD_HASH_QUEUE. */
+  readonly pool: HashPool;
+  private readonly maxWaiting: number;
+  private readonly kind: string;
+  /** A dummy hash per kind, made once, for the failures that must cost what a real check costs. */
+  private readonly dummies = new Map<string, Promise<string | undefined>>();
+
+  constructor(private readonly config: ArgonConfig & PoolConfig) {
+    this.pool = new HashPool(config.PASSWORD_HASH_THREADS || availableParallelism());
+    this.maxWaiting = config.PASSWORD_HASH_QUEUE || AUTO_QUEUE_PER_THREAD * this.pool.size;
+    this.kind = configuredKind(config);
+  }
+
+  /** Jobs waiting for and running on the threads, and how many threads there may be. */
+  stats(): { waiting: number; running: number; threads: number } {
+    const { waiting, running } = this.pool.stats;
+    return { waiting, running, threads: this.pool.size };
+  }
+
+  /** Stops the threads (closeContext). */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  /** A new argon2id hash with the ARGON2_* settings. Rejects with PASSWORD_HASHING_BUSY when the line is full. */
+  async hash(password: string): Promise<string> {
+    for (const fn of hashObservers) fn(this.kind);
+    return (await this.run(hashJob(this.kind, password) as HashJob)) as string;
+  }
+
+  /** True when a stored hash should be replaced: bcrypt, or argon2 of another kind than configured. */
+  needsRehash(stored: string): boolean {
+    return needsRehash(this.config, stored);
+  }
+
+  async verify(stored: string, password: string): Promise<boolean> {
+    const kind = hashKind(stored);
+    // A malformed stored hash never matches.
+    if (kind === undefined) return false;
+    notify(kind, false);
+    return (await this.run({ op: 'verify', stored, password })) === true;
+  }
+
+  /**
+   * Spends the same time as checking a real password, for a caller whose email matched no account, and
+   * always fails. The dummy hash uses the configured parameters, so the cost matches.
+   */
+  async verifyDummy(password: string): Promise<false> {
+    await this.verifyDummyOfKind(this.kind, password);
+    return false;
+  }
+
+  /**
+   * The password check of a sign-in, against an account's stored hash (or none: unknown email, or an
+   * account without a password). A failure costs one verification of every kind in
+   * `{configured} ∪ kindsInUse()`, whatever the account: the real hash's own kind is verified for real
+   * and every other kind against a dummy, so an unknown email, a wrong password on a current argon2id
+   * account, on a legacy bcrypt account or on an account hashed with older ARGON2_* settings all take
+   * the same work and answer in the same time. `kindsInUse` is asked only on failure (a success costs
+   * one verification), and once no legacy hash is left a failure costs one argon2id verification again.
+   * A full hashing queue rejects with PASSWORD_HASHING_BUSY at any of these steps, for every account alike.
+   */
+  async checkLogin(
+    stored: string | null | undefined,
+    password: string,
+    kindsInUse: () => Promise<readonly string[]>,
+  ): Promise<boolean> {
+    const ownKind = stored ? hashKind(stored) : undefined;
+    let spent: string;
+    if (stored && ownKind) {
+      if (await this.verify(stored, password)) return true;
+      spent = ownKind;
+    } else {
+      spent = this.kind;
+      await this.verifyDummyOfKind(spent, password);
+    }
+    const kinds = new Set([this.kind, ...(await kindsInUse())]);
+    kinds.delete(spent);
+    // One after the other, as the real verification ran: the total is what matches, not the overlap.
+    for (const kind of [...kinds].sort()) await this.verifyDummyOfKind(kind, password);
+    return false;
+  }
+
+  private run(job: HashJob): Promise<string | boolean> {
+    return this.pool.run(job, this.maxWaiting);
+  }
+
+  /** Spends what checking a password against a hash of `kind` costs, and fails. */
+  private async verifyDummyOfKind(kind: string, password: string): Promise<void> {
+    let dummy = this.dummies.get(kind);
+    if (!dummy) {
+      const job = hashJob(kind, 'gatehouse-dummy-password-for-timing');
+      dummy = job ? (this.run(job) as Promise<string>) : Promise.resolve(undefined);
+      dummy.catch(() => this.dummies.delete(kind));
+      this.dummies.set(kind, dummy);
+    }
+    // A kind no dummy can be made of (a cost out of range) fails just as fast when verified for real. A
+    // full queue is no such case: the caller gets the same 503 as for a real account, never a quick 401.
+    const stored = await dummy.catch((err: unknown) => {
+      if (isHashingBusy(err)) throw err;
+      return undefined;
+    });
+    if (stored === undefined) return;
+    notify(kind, true);
+    await this.run({ op: 'verify', stored, password });
+  }
+}
+
+/** True when a stored hash should be replaced: bcrypt, or argon2 of another kind than configured. */
+export function needsRehash(config: ArgonConfig, stored: string): boolean {
   const kind = hashKind(stored);
-  // A malformed stored hash never matches.
-  if (kind === undefined) return false;
-  notify(kind, false);
-  return (await runHashJob(config, { op: 'verify', stored, password })) === true;
-}
-
-const dummies = new Map<string, Promise<string | undefined>>();
-
-/** Spends what checking a password against a hash of `kind` costs, and fails. */
-async function verifyDummyOfKind(config: PoolConfig, kind: string, password: string): Promise<void> {
-  let dummy = dummies.get(kind);
-  if (!dummy) {
-    const job = hashJob(kind, 'gatehouse-dummy-password-for-timing');
-    dummy = job ? (runHashJob(config, job) as Promise<string>) : Promise.resolve(undefined);
-    dummy.catch(() => dummies.delete(kind));
-    dummies.set(kind, dummy);
-  }
-  // A kind no dummy can be made of (a cost out of range) fails just as fast when verified for real. A
-  // full queue is no such case: the caller gets the same 503 as for a real account, never a quick 401.
-  const stored = await dummy.catch((err: unknown) => {
-    if (isHashingBusy(err)) throw err;
-    return undefined;
-  });
-  if (stored === undefined) return;
-  notify(kind, true);
-  await runHashJob(config, { op: 'verify', stored, password });
-}
-
-/**
- * Spends the same time as checking a real password, for a caller whose email matched no account, and
- * always fails. The dummy hash uses the configured parameters, so the cost matches.
- */
-export async function verifyDummy(config: ArgonConfig & PoolConfig, password: string): Promise<false> {
-  await verifyDummyOfKind(config, configuredKind(config), password);
-  return false;
-}
-
-/**
- * The password check of a sign-in, against an account's stored hash (or none: unknown email, or an
- * account without a password). A failure costs one verification of every kind in
- * `{configured} ∪ kindsInUse()`, whatever the account: the real hash's own kind is verified for real and
- * every other kind against a dummy, so an unknown email, a wrong password on a current argon2id
- * account, on a legacy bcrypt account or on an account hashed with older ARGON2_* settings all take the
- * same work and answer in the same time. `kindsInUse` is asked only on failure (a success costs one
- * verification), and once no legacy hash is left a failure costs one argon2id verification again.
- * A full hashing queue rejects with PASSWORD_HASHING_BUSY at any of these steps, for every account alike.
- */
-export async function checkLoginPassword(
-  config: ArgonConfig & PoolConfig,
-  stored: string | null | undefined,
-  password: string,
-  kindsInUse: () => Promise<readonly string[]>,
-): Promise<boolean> {
-  const ownKind = stored ? hashKind(stored) : undefined;
-  let spent: string;
-  if (stored && ownKind) {
-    if (await verifyPassword(config, stored, password)) return true;
-    spent = ownKind;
-  } else {
-    spent = configuredKind(config);
-    await verifyDummyOfKind(config, spent, password);
-  }
-  const kinds = new Set([configuredKind(config), ...(await kindsInUse())]);
-  kinds.delete(spent);
-  // One after the other, as the real verification ran: the total is what matches, not the overlap.
-  for (const kind of [...kinds].sort()) await verifyDummyOfKind(config, kind, password);
-  return false;
+  return kind !== undefined && kind !== configuredKind(config);
 }
 
 /**

@@ -12,8 +12,7 @@
 import { AppError } from '../errors.ts';
 import { type GuessLimiter, passwordSubject } from '../http/guesses.ts';
 import type { AccountRow } from './accounts-store.ts';
-import type { ConfigDeps } from './deps.ts';
-import { verifyPassword } from './passwords.ts';
+import type { ConfigDeps, ReauthDeps } from './deps.ts';
 
 /** What a request offers as proof. */
 export interface Reauthentication {
@@ -44,11 +43,10 @@ export function signedInRecently(deps: ConfigDeps, authTime: number | undefined)
  * without a password and without a recent sign-in. Call before changing anything.
  */
 export async function assertReauthenticated(
-  deps: ConfigDeps,
+  deps: ReauthDeps,
   account: ReauthSubject,
   proof: Reauthentication,
 ): Promise<void> {
-  const c = deps.config;
   if (proof.password !== undefined) {
     // POST /auth/login's subject for this account: guesses here and there share one budget.
     const subject = account.email === null ? `user:${account.id}` : passwordSubject(account.email);
@@ -56,7 +54,7 @@ export async function assertReauthenticated(
     const stored = account.password_hash;
     let right: boolean;
     try {
-      right = stored !== null && (await verifyPassword(c, stored, proof.password));
+      right = stored !== null && (await deps.passwords.verify(stored, proof.password));
     } catch (err) {
       await guess.abandon();
       throw err;

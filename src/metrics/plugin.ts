@@ -12,9 +12,9 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { secretsEqual } from '../auth/secrets.ts';
-import type { AppContext } from '../context.ts';
+import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { Metrics } from './registry.ts';
+import { Metrics, type MetricsSources } from './registry.ts';
 
 /** The guess-limit subject of metrics tokens (one token, whoever guesses). */
 export const METRICS_TOKEN_SUBJECT = 'metrics-token';
@@ -42,13 +42,13 @@ function refused(): AppError {
 }
 
 export const metricsPlugin = fp(
-  async (app: FastifyInstance, opts: { ctx: AppContext }) => {
-    const { config, db, storage } = opts.ctx;
+  async (app: FastifyInstance, opts: { config: Config; sources: MetricsSources }) => {
+    const { config, sources } = opts;
     if (config.METRICS_TOKEN === '' && config.METRICS_PORT === 0) {
       app.decorate('metrics', undefined);
       return;
     }
-    const metrics = new Metrics({ poolStats: db.poolStats?.bind(db), images: storage?.images });
+    const metrics = new Metrics(sources);
     app.decorate('metrics', metrics);
 
     // A callback hook: an async one costs a promise per request.

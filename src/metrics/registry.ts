@@ -6,7 +6,6 @@
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { hashPoolStats } from '../auth/passwords.ts';
 import type { PoolStats } from '../db/database.ts';
 import {
   channels,
@@ -18,6 +17,8 @@ import {
 
 /** The live parts whose state the gauges read at scrape time. */
 export interface MetricsSources {
+  /** The instance's password hashing threads. */
+  passwords: { stats(): { waiting: number; running: number } };
   /** PostgreSQL pool figures; absent for PGlite. */
   poolStats?: () => PoolStats;
   /** The image transform queue and its counters, when storage is on. */
@@ -105,7 +106,7 @@ export class Metrics {
       labelNames: ['state'],
       registers,
       collect() {
-        const s = hashPoolStats();
+        const s = sources.passwords.stats();
         this.set({ state: 'waiting' }, s.waiting);
         this.set({ state: 'running' }, s.running);
       },

@@ -3,9 +3,9 @@
  * once with 503 PASSWORD_HASHING_BUSY and an estimated Retry-After, on every path that hashes or checks a
  * password, for known and unknown emails alike; a rehash on login that finds it full is skipped.
  *
- * The pool is process-wide and sized by the first configuration that asks: every configuration in this
- * file uses one thread. The tests hold that thread with a slow hash of their own (`occupy`), submitted
- * with a large limit so that it always gets in, while the app's own limit is 1.
+ * Each context has its own pool, sized by its settings: every configuration in this file uses one thread.
+ * The tests hold that thread with a slow hash of their own (`occupy`), submitted to the same pool with a
+ * large limit so that it always gets in, while the app's own limit is 1.
  */
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
@@ -15,17 +15,13 @@ import Fastify, { type FastifyBaseLogger, type LightMyRequestResponse } from 'fa
 import pino from 'pino';
 import { findAccountByEmail } from '../../src/auth/accounts-store.ts';
 import {
-  checkLoginPassword,
-  configuredKind,
   type HashJob,
   HashPool,
   hashingBusy,
-  hashPassword,
   isHashingBusy,
   observeVerifications,
+  Passwords,
   retryAfterSeconds,
-  verifyDummy,
-  verifyPassword,
 } from '../../src/auth/passwords.ts';
 import { issueTicket } from '../../src/auth/tickets-store.ts';
 import { AppError, logLevelOf } from '../../src/errors.ts';
@@ -43,13 +39,20 @@ const CHEAP = {
   PASSWORD_HASH_QUEUE: 1,
 };
 
-/** A hash of a few hundred milliseconds, queued past any app limit: it holds the one thread. */
-const SLOW = { ...CHEAP, ARGON2_MEMORY_COST: 65536, ARGON2_TIME_COST: 32, PASSWORD_HASH_QUEUE: 1000 };
-const occupy = () => hashPassword(SLOW, 'occupying the hashing thread');
+/** A hash of a few hundred milliseconds on `passwords`' pool, queued past any limit: it holds the one thread. */
+const occupy = (passwords: Passwords) =>
+  passwords.pool.run(
+    {
+      op: 'argon2-hash',
+      password: 'occupying the hashing thread',
+      options: { algorithm: 2, version: 1, memoryCost: 65536, timeCost: 32, parallelism: 1 },
+    },
+    1000,
+  );
 
-/** Holds the thread and fills the app's one waiting place; resolves when both jobs are done. */
-function saturate(): Promise<unknown> {
-  return Promise.all([occupy(), occupy()]);
+/** Holds the thread and fills the one waiting place; resolves when both jobs are done. */
+function saturate(passwords: Passwords): Promise<unknown> {
+  return Promise.all([occupy(passwords), occupy(passwords)]);
 }
 
 const slowJob = (password: string): HashJob => ({
@@ -139,25 +142,46 @@ describe('HashPool limit', () => {
 
 describe('password functions on a full hashing queue', () => {
   it('refuse with PASSWORD_HASHING_BUSY instead of answering false', async () => {
-    const stored = await hashPassword(CHEAP, 'the password');
+    const passwords = new Passwords(CHEAP);
+    const stored = await passwords.hash('the password');
     // The dummy of the configured kind is made now, so that below only its verification is refused.
-    assert.equal(await verifyDummy(CHEAP, 'anything'), false);
-    const full = saturate();
+    assert.equal(await passwords.verifyDummy('anything'), false);
+    const full = saturate(passwords);
     try {
-      await refusal(hashPassword(CHEAP, 'new password'));
-      await refusal(verifyPassword(CHEAP, stored, 'the password'));
-      await refusal(verifyDummy(CHEAP, 'anything'));
-      // A kind whose dummy hash does not exist yet: making the dummy is what is refused; still a 503.
-      const other = { ...CHEAP, ARGON2_TIME_COST: 2 };
-      await refusal(verifyDummy(other, 'anything'));
+      await refusal(passwords.hash('new password'));
+      await refusal(passwords.verify(stored, 'the password'));
+      await refusal(passwords.verifyDummy('anything'));
       // Unknown email and known account alike.
-      await refusal(checkLoginPassword(CHEAP, null, 'anything', async () => []));
-      await refusal(checkLoginPassword(CHEAP, stored, 'the password', async () => []));
-      await refusal(checkLoginPassword(other, stored, 'wrong', async () => [configuredKind(other)]));
+      await refusal(passwords.checkLogin(null, 'anything', async () => []));
+      await refusal(passwords.checkLogin(stored, 'the password', async () => []));
     } finally {
       await full;
     }
-    assert.equal(await verifyPassword(CHEAP, stored, 'the password'), true, 'accepted again once drained');
+    assert.equal(await passwords.verify(stored, 'the password'), true, 'accepted again once drained');
+    await passwords.close();
+  });
+
+  it('refuse with PASSWORD_HASHING_BUSY when the dummy hash itself cannot be made yet', async () => {
+    // No dummy exists in a fresh instance: making it is what is refused, and that is a 503 too, never a
+    // quick false that would tell an unknown email from a known one.
+    const passwords = new Passwords(CHEAP);
+    const full = saturate(passwords);
+    try {
+      await refusal(passwords.verifyDummy('anything'));
+      await refusal(passwords.checkLogin(null, 'anything', async () => []));
+    } finally {
+      await full;
+    }
+    assert.equal(await passwords.verifyDummy('anything'), false, 'made once drained');
+    await passwords.close();
+  });
+
+  it('refuse every job once closed, and close the threads', async () => {
+    const passwords = new Passwords(CHEAP);
+    await passwords.hash('starts the thread');
+    await passwords.close();
+    await assert.rejects(passwords.hash('after close'), /closed/);
+    assert.deepEqual(passwords.stats(), { waiting: 0, running: 0, threads: 1 });
   });
 });
 
@@ -220,7 +244,7 @@ for (const kind of dbKinds()) {
 
     it('lets a burst of logins through as far as the queue allows and answers the rest 503 with Retry-After', async () => {
       const s = await signUp(t);
-      const blocker = occupy();
+      const blocker = occupy(t.ctx.passwords);
       const burst = await Promise.all(
         Array.from({ length: 16 }, () => login(t, { email: s.email, password: s.password, cookie: false })),
       );
@@ -244,7 +268,7 @@ for (const kind of dbKinds()) {
       const s = await signUp(t);
       // The dummy hash exists already; a burst of unknown emails must not find a shortcut either way.
       assert.equal((await login(t, { email: newEmail('nobody'), password: 'x' })).statusCode, 401);
-      const full = saturate();
+      const full = saturate(t.ctx.passwords);
       const [known, wrong, unknown, fresh] = await Promise.all([
         login(t, { email: s.email, password: s.password }),
         login(t, { email: s.email, password: 'not the password' }),
@@ -262,7 +286,7 @@ for (const kind of dbKinds()) {
 
     it('refuses a registration with 503 and creates no account', async () => {
       const email = newEmail('busy-register');
-      const full = saturate();
+      const full = saturate(t.ctx.passwords);
       const res = await register(t, { email, password: 'a fine password', cookie: false });
       await full;
       assertBusy(res);
@@ -275,7 +299,7 @@ for (const kind of dbKinds()) {
 
     it('refuses a password change with 503 and keeps the old password', async () => {
       const s = await signUp(t);
-      const full = saturate();
+      const full = saturate(t.ctx.passwords);
       const res = await t.app.inject({
         method: 'POST',
         url: '/auth/change-password',
@@ -302,7 +326,7 @@ for (const kind of dbKinds()) {
           url: '/auth/change-password/change',
           payload: { ticket, new_password: 'reset password' },
         });
-      const full = saturate();
+      const full = saturate(t.ctx.passwords);
       const res = await reset();
       await full;
       assertBusy(res);
@@ -335,7 +359,7 @@ for (const kind of dbKinds()) {
         if (e.dummy || !e.kind.startsWith('bcrypt')) return;
         stop();
         queueMicrotask(() => {
-          behind = saturate();
+          behind = saturate(t.ctx.passwords);
         });
       });
       const res = await login(t, { email: s.email, password: 'hbp password', cookie: false });

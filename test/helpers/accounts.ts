@@ -6,7 +6,6 @@
  */
 import { insertAccount } from '../../src/auth/accounts-store.ts';
 import { permissionVariables, signAccessToken } from '../../src/auth/jwt.ts';
-import { hashPassword } from '../../src/auth/passwords.ts';
 import { issueSession } from '../../src/auth/sessions.ts';
 import type { TestApp } from './app.ts';
 
@@ -33,7 +32,7 @@ export async function createAccount(
   t: TestApp,
   input: NewTestAccount,
 ): Promise<{ accountId: string; userId: string }> {
-  const passwordHash = input.password === undefined ? null : await hashPassword(t.config, input.password);
+  const passwordHash = input.password === undefined ? null : await t.ctx.passwords.hash(input.password);
   return t.ctx.db.transaction((tx) =>
     insertAccount(tx, {
       email: input.email,

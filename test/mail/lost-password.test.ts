@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { verifyPassword } from '../../src/auth/passwords.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { findLink } from '../helpers/smtp.ts';
 import {
@@ -56,13 +55,13 @@ for (const kind of dbKinds()) {
 
       const done = await change({ ticket, new_password: 'new-password' });
       assert.equal(done.statusCode, 204, done.body);
-      assert.ok(await verifyPassword(t.config, await passwordHashOf(t, accountId), 'new-password'));
+      assert.ok(await t.ctx.passwords.verify(await passwordHashOf(t, accountId), 'new-password'));
       assert.equal(await sessionCount(t, accountId), 0);
 
       const again = await change({ ticket, new_password: 'third-password' });
       assert.equal(again.statusCode, 401);
       assert.equal(again.json().code, 'INVALID_TICKET');
-      assert.ok(await verifyPassword(t.config, await passwordHashOf(t, accountId), 'new-password'));
+      assert.ok(await t.ctx.passwords.verify(await passwordHashOf(t, accountId), 'new-password'));
     });
 
     it('answers 204 for an unknown email and sends nothing', async () => {
@@ -122,7 +121,7 @@ for (const kind of dbKinds()) {
       assert.equal(changed.statusCode, 204, changed.body);
       const reset = await change({ ticket, new_password: 'attacker-password' });
       assert.equal(reset.statusCode, 401);
-      assert.ok(await verifyPassword(t.config, await passwordHashOf(t, moved), 'old-password'));
+      assert.ok(await t.ctx.passwords.verify(await passwordHashOf(t, moved), 'old-password'));
     });
 
     it('answers 400 for a malformed ticket, a missing or short password, or unknown fields', async () => {

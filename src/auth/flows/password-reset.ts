@@ -14,7 +14,7 @@ import {
   setPasswordHash,
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
-import { checkBreached, hashPassword } from '../passwords.ts';
+import { checkBreached } from '../passwords.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 
@@ -57,7 +57,7 @@ export async function resetPassword(
   // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
   if (!(await peekTicket(deps.db, now, input.ticket, 'password-reset'))) throw new AppError('INVALID_TICKET');
   await checkBreached(deps.config, input.newPassword);
-  const hash = await hashPassword(deps.config, input.newPassword);
+  const hash = await deps.passwords.hash(input.newPassword);
   await deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, now, input.ticket, 'password-reset');
     if (!used) throw new AppError('INVALID_TICKET');

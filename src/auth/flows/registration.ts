@@ -35,7 +35,7 @@ import {
   setUserFields,
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
-import { checkBreached, hashPassword } from '../passwords.ts';
+import { checkBreached } from '../passwords.ts';
 import {
   type AttemptRow,
   attemptsLiveSince,
@@ -128,7 +128,7 @@ export async function register(deps: AuthDeps, input: RegisterInput): Promise<Re
   if (input.password !== undefined) {
     await checkBreached(c, input.password);
     // Hashed whether or not the address is taken, so the time of the answer does not tell.
-    passwordHash = await hashPassword(c, input.password);
+    passwordHash = await deps.passwords.hash(input.password);
   }
   const plan: Plan = {
     email: input.email,
