@@ -15,6 +15,7 @@ import { emailRoutes } from './email-routes.ts';
 import { jwksRoute } from './jwks.ts';
 import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
+import { providerRoutes } from './providers/index.ts';
 import { registerRoute } from './register.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
@@ -38,4 +39,5 @@ export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }
   if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, opts);
   if (c.MFA_ENABLED) await app.register(mfaRoutes, { ...opts, prefix: '/mfa' });
   await app.register(emailRoutes, opts);
+  await app.register(providerRoutes, opts);
 }
