@@ -22,6 +22,7 @@ import { identityPlugin } from './http/identity.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
+import { metricsPlugin } from './metrics/plugin.ts';
 import { storageRoutes } from './storage/routes/index.ts';
 
 export interface BuildOptions {
@@ -113,6 +114,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { ctx });
   await app.register(rateLimitPlugin, { ctx });
+  await app.register(metricsPlugin, { ctx });
 
   const readiness: ReadinessCheck[] = [];
   await app.register(healthRoutes, { ctx, checks: readiness });

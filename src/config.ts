@@ -230,6 +230,7 @@ const LIMITS = 'Rate limits';
 const MAIL = 'Email';
 const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
+const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
 
 export const JWT_ALGORITHMS = [
@@ -824,6 +825,24 @@ const SETTINGS = {
     'Size of the local cache of transformed images; least recently used variants are evicted. 0 turns the cache off.',
   ),
 
+  // --- operations ---
+  METRICS_TOKEN: str(
+    OPS,
+    '',
+    'Serves Prometheus metrics at `GET /metrics` to requests with `Authorization: Bearer <METRICS_TOKEN>` (at least 32 characters in production). Unset, and `METRICS_PORT` unset: no `/metrics`.',
+    { secret: true },
+  ),
+  METRICS_PORT: int(
+    OPS,
+    0,
+    'Serves `GET /metrics` on this separate port (on `METRICS_HOST`) instead of the main one, for a scraper on a private network; `METRICS_TOKEN`, when set, is required there too. `0`: no separate port.',
+    { min: 0, max: 65535 },
+  ),
+  METRICS_HOST: shownAs(
+    str(OPS, (c) => String(c.HOST), 'Interface of the `METRICS_PORT` listener.'),
+    '`HOST`',
+  ),
+
   // --- OAuth and OpenID Connect providers (issue 19) ---
   PROVIDER_SUCCESS_REDIRECT: str(
     OAUTH,
@@ -1046,6 +1065,10 @@ function crossChecks(c: Partial, problems: string[]): void {
     problems.push(
       'COOKIE_SAME_SITE=none needs COOKIE_SECURE=true (cookies sent cross-site must be HTTPS-only)',
     );
+  if ((c.METRICS_PORT as number) !== 0 && c.METRICS_PORT === c.PORT)
+    problems.push(
+      'METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT with METRICS_TOKEN)',
+    );
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
   if ((c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW as number) <= (c.RATE_LIMIT_LOGIN_DELAY_MAX as number))
     problems.push(
@@ -1083,6 +1106,9 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
     if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
       problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
+    const metricsToken = c.METRICS_TOKEN as string;
+    if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
+      problems.push(`METRICS_TOKEN must be at least ${MIN_SECRET_LENGTH} characters in production`);
     // JWT_KEY may instead come from CUSTOM_DIR/keys/private.pem; the key loader checks that.
   }
 }

@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { hashRefusedEvent, hashWaitEvent } from '../metrics/events.ts';
 
 /** Work for a hashing thread (password-worker.mjs). */
 export type HashJob =
@@ -75,6 +76,8 @@ interface Pending {
   job: HashJob;
   resolve(value: string | boolean): void;
   reject(err: Error): void;
+  /** performance.now() when the job was queued. */
+  queuedAt: number;
   /** performance.now() when a thread took the job. */
   startedAt?: number;
 }
@@ -104,10 +107,11 @@ export class HashPool {
   run(job: HashJob, maxWaiting: number = AUTO_QUEUE_PER_THREAD * this.size): Promise<string | boolean> {
     const threadFree = this.idle.length > 0 || this.started < this.size;
     if (!threadFree && this.queue.length >= maxWaiting) {
+      hashRefusedEvent();
       return Promise.reject(hashingBusy(this.retryAfter()));
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, job, resolve, reject });
+      this.queue.push({ id: this.nextId++, job, resolve, reject, queuedAt: performance.now() });
       this.dispatch();
     });
   }
@@ -134,6 +138,7 @@ export class HashPool {
       if (!worker) return;
       const next = this.queue.shift() as Pending;
       next.startedAt = performance.now();
+      hashWaitEvent((next.startedAt - next.queuedAt) / 1000);
       this.running.set(worker, next);
       worker.ref();
       worker.postMessage({ id: next.id, job: next.job });
@@ -174,6 +179,13 @@ export class HashPool {
 type PoolConfig = Pick<Config, 'PASSWORD_HASH_THREADS' | 'PASSWORD_HASH_QUEUE'>;
 
 let pool: HashPool | undefined;
+
+/** Jobs waiting for and running on the process-wide hashing pool (zero before its first job). */
+export function hashPoolStats(): { waiting: number; running: number; threads: number } {
+  if (!pool) return { waiting: 0, running: 0, threads: 0 };
+  const { waiting, running } = pool.stats;
+  return { waiting, running, threads: pool.size };
+}
 
 /**
  * Runs `job` on the process-wide hashing pool, sized by the first configuration that asks

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.ts';
 import type { Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
 import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
 import type { PublicUser } from './schemas.ts';
@@ -141,16 +142,20 @@ export async function issueSession(
   return completeSession(ctx, draft, profile);
 }
 
-const invalidRefresh = () => new AppError('INVALID_REFRESH_TOKEN');
+/** The refusal of a refresh, counted under its outcome. */
+function invalidRefresh(outcome: 'invalid' | 'reuse_detected'): AppError {
+  refreshEvent(outcome);
+  return new AppError('INVALID_REFRESH_TOKEN');
+}
 
 /** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive. */
 export async function refreshSession(ctx: AppContext, presented: string): Promise<Session> {
   const now = ctx.clock.now();
   const hash = sha256Hex(presented);
   const row = await findSessionToken(ctx.db, hash);
-  if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh();
+  if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh('invalid');
   const profile = await loadProfile(ctx.db, row.account_id);
-  if (!profile?.account.active) throw invalidRefresh();
+  if (!profile?.account.active) throw invalidRefresh('invalid');
 
   const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   // The successor belongs to the same sign-in: same family, same sign-in instant (never "now").
@@ -158,16 +163,22 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   if (row.rotated_at === null) {
     // Marking the old token and storing its successor is one statement: neither happens without the other.
     const draft = draftSession(ctx, row.account_id, family);
-    if (await rotateSessionToken(ctx.db, hash, draft.row)) return completeSession(ctx, draft, profile);
+    if (await rotateSessionToken(ctx.db, hash, draft.row)) {
+      const session = await completeSession(ctx, draft, profile);
+      refreshEvent('rotated');
+      return session;
+    }
   }
   // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
   const rotatedAt = row.rotated_at ?? now;
   if (now.getTime() - rotatedAt.getTime() <= graceMs) {
-    return issueSession(ctx, row.account_id, { family, profile });
+    const session = await issueSession(ctx, row.account_id, { family, profile });
+    refreshEvent('grace');
+    return session;
   }
   // …otherwise someone replays an old token: end that sign-in everywhere.
   await deleteFamily(ctx.db, row.family_id);
-  throw invalidRefresh();
+  throw invalidRefresh('reuse_detected');
 }
 
 /** The account and family behind a refresh token that is still valid, or undefined. */

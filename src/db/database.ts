@@ -34,6 +34,18 @@ export interface Database extends Queryable {
   /** Throws when the database cannot answer. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** Connections of a PostgreSQL pool (for metrics); undefined for PGlite, which has no pool. */
+  poolStats?(): PoolStats;
+}
+
+export interface PoolStats {
+  /** Connections open, busy or idle. */
+  total: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  waiting: number;
+  /** DATABASE_POOL_SIZE. */
+  max: number;
 }
 
 /** A row that would break a unique constraint; `constraint` names it. */
@@ -140,6 +152,12 @@ export function openPostgres(url: string, poolSize = 10): Database {
     async close() {
       if (!pool.ended) await pool.end();
     },
+    poolStats: () => ({
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max: poolSize,
+    }),
   };
 }
 

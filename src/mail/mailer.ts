@@ -14,6 +14,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { emailEvent } from '../metrics/events.ts';
 import { renderTemplate, type TemplateLocals, type TemplateName } from './templates.ts';
 
 export interface OutgoingEmail {
@@ -128,7 +129,9 @@ function transportMailer(
           headers: email.headers,
         });
         await after(email, info, rendered);
+        emailEvent('sent', mode, email.template);
       } catch (err) {
+        emailEvent('failed', mode, email.template);
         // The address is personal data and the message holds a ticket: log neither, only what failed.
         log.warn({ err, template: email.template, mode }, 'email could not be sent');
         throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });

@@ -7,6 +7,7 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
 import type { ParsedKey } from './keys.ts';
@@ -57,7 +58,10 @@ export async function store<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof StoreUnavailable) throw new AppError('STORAGE_UNAVAILABLE', undefined, { cause: err });
+    if (err instanceof StoreUnavailable) {
+      objectStoreErrorEvent();
+      throw new AppError('STORAGE_UNAVAILABLE', undefined, { cause: err });
+    }
     throw err;
   }
 }

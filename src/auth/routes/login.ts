@@ -13,6 +13,7 @@ import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
 import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
 import { checkRedirect, RedirectTo } from '../../mail/links.ts';
 import { consumeEmailQuota } from '../../mail/quota.ts';
+import { countSignInFailures, signInEvent } from '../../metrics/events.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
 import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
@@ -69,6 +70,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         },
       },
       preValidation: bodyDefaultsToObject,
+      onError: countSignInFailures('password'),
       preHandler: async (request) => {
         await app.limiter.consume(
           `login:ip:${request.ip}`,
@@ -84,7 +86,9 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         if (body.email !== undefined || body.password !== undefined) {
           throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
         }
-        return sendSession(reply, c, await loginAnonymously(ctx), useCookie, ctx.clock.now());
+        const session = await loginAnonymously(ctx);
+        signInEvent('anonymous', 'success');
+        return sendSession(reply, c, session, useCookie, ctx.clock.now());
       }
       if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
       const adminSecret = request.headers['x-admin-secret'];
@@ -118,6 +122,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         throw err;
       }
       await guess.succeeded();
+      signInEvent('password', result.kind === 'mfa' ? 'mfa_required' : 'success');
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
       return sendSession(reply, c, result.session, useCookie, ctx.clock.now());
     },

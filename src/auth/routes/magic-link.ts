@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { followMagicLink } from '../../mail/flows/magic-link.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import { signInEvent } from '../../metrics/events.ts';
 import { CookieFlag, errors, Session } from '../schemas.ts';
 
 const Query = Type.Object(
@@ -41,6 +42,10 @@ export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppCo
       const { token, action, cookie } = request.query;
       assertLinkTargetConfigured(ctx);
       const outcome = await followMagicLink(ctx, { token, action });
+      signInEvent(
+        'magic_link',
+        !outcome ? 'invalid_code' : outcome.kind === 'mfa' ? 'mfa_required' : 'success',
+      );
       if (!outcome) return linkFailed(ctx, reply, 'INVALID_TOKEN');
       return linkSucceeded(ctx, reply, outcome, cookie !== false);
     },

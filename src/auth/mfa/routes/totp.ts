@@ -1,6 +1,7 @@
 /** POST /auth/mfa/totp: the second step of a login, with the ticket from POST /auth/login and a code. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { countSignInFailures, signInEvent } from '../../../metrics/events.ts';
 import { bodyDefaultsToObject } from '../../routes/common.ts';
 import { CookieFlag, errors, Session, Ticket } from '../../schemas.ts';
 import { sendSession } from '../../session-response.ts';
@@ -20,9 +21,11 @@ const schema = {
 };
 
 export const totpRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
-  app.post('/totp', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
+  const onError = countSignInFailures('mfa');
+  app.post('/totp', { schema, preValidation: bodyDefaultsToObject, onError }, async (request, reply) => {
     const { ticket, code, cookie } = request.body;
     const session = await completeMfaLogin(deps, ticket, code);
+    signInEvent('mfa', 'success');
     return sendSession(reply, deps.config, session, cookie ?? true, deps.clock.now());
   });
 };

@@ -1,0 +1,197 @@
+/**
+ * The Prometheus metrics of one app: a registry of its own (never prom-client's global one), the
+ * counters the events of events.ts feed, and gauges read from the live parts (hashing pool, database
+ * pool, image queue) when a scrape asks. Names follow Prometheus' conventions: `gatehouse_` prefix,
+ * `_total` for counters, base units (seconds). The README lists them with sample alerts.
+ */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { hashPoolStats } from '../auth/passwords.ts';
+import type { PoolStats } from '../db/database.ts';
+import {
+  channels,
+  type EmailEvent,
+  type HashWaitEvent,
+  type RefreshEvent,
+  type SignInEvent,
+} from './events.ts';
+
+/** The live parts whose state the gauges read at scrape time. */
+export interface MetricsSources {
+  /** PostgreSQL pool figures; absent for PGlite. */
+  poolStats?: () => PoolStats;
+  /** The image transform queue and its counters, when storage is on. */
+  images?: {
+    readonly queue: { readonly stats: { running: number; waiting: number } };
+    readonly stats: { readonly renders: number; readonly cacheHits: number };
+  };
+}
+
+const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly latency: Histogram<'method' | 'route' | 'status'>;
+  private readonly unsubscribers: (() => void)[] = [];
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    this.requests = new Counter({
+      name: 'gatehouse_http_requests_total',
+      help: 'HTTP requests answered, by method, route pattern and status.',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: 'gatehouse_http_request_duration_seconds',
+      help: 'Time from the request to its answer, by method, route pattern and status.',
+      labelNames: ['method', 'route', 'status'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+
+    const signIns = new Counter({
+      name: 'gatehouse_sign_ins_total',
+      help: 'Sign-in attempts by method (password, mfa, magic_link, anonymous) and outcome (success, mfa_required, wrong_password, locked, not_activated, invalid_code).',
+      labelNames: ['method', 'outcome'],
+      registers,
+    });
+    this.on(channels.signIn.name, (e: SignInEvent) => signIns.inc({ method: e.method, outcome: e.outcome }));
+
+    const refreshes = new Counter({
+      name: 'gatehouse_token_refreshes_total',
+      help: 'Refresh-token uses by outcome (rotated, grace, reuse_detected, invalid).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.on(channels.refresh.name, (e: RefreshEvent) => refreshes.inc({ outcome: e.outcome }));
+
+    const emails = new Counter({
+      name: 'gatehouse_emails_total',
+      help: 'Emails handed to the transport (smtp, or the development outbox), by outcome (sent, failed) and template.',
+      labelNames: ['outcome', 'mode', 'template'],
+      registers,
+    });
+    this.on(channels.email.name, (e: EmailEvent) =>
+      emails.inc({ outcome: e.outcome, mode: e.mode, template: e.template }),
+    );
+
+    const storeErrors = new Counter({
+      name: 'gatehouse_object_store_errors_total',
+      help: 'Object-store operations that failed because the store could not answer (each answered 503).',
+      registers,
+    });
+    this.on(channels.objectStoreError.name, () => storeErrors.inc());
+
+    const hashWait = new Histogram({
+      name: 'gatehouse_password_hash_wait_seconds',
+      help: 'Time password hashing jobs waited for a hashing thread.',
+      buckets: [0.001, ...SECONDS_BUCKETS],
+      registers,
+    });
+    this.on(channels.hashWait.name, (e: HashWaitEvent) => hashWait.observe(e.waitSeconds));
+    const hashRefused = new Counter({
+      name: 'gatehouse_password_hash_refused_total',
+      help: 'Password hashing jobs refused because the waiting line was full (503 PASSWORD_HASHING_BUSY).',
+      registers,
+    });
+    this.on(channels.hashRefused.name, () => hashRefused.inc());
+    new Gauge({
+      name: 'gatehouse_password_hash_jobs',
+      help: 'Password hashing jobs now, by state (waiting for a thread, running).',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const s = hashPoolStats();
+        this.set({ state: 'waiting' }, s.waiting);
+        this.set({ state: 'running' }, s.running);
+      },
+    });
+
+    const { poolStats, images } = sources;
+    if (poolStats) {
+      new Gauge({
+        name: 'gatehouse_db_pool_connections',
+        help: 'PostgreSQL pool connections by state (in_use, idle), and queries waiting for one (waiting).',
+        labelNames: ['state'],
+        registers,
+        collect() {
+          const s = poolStats();
+          this.set({ state: 'in_use' }, s.total - s.idle);
+          this.set({ state: 'idle' }, s.idle);
+          this.set({ state: 'waiting' }, s.waiting);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_db_pool_max_connections',
+        help: 'Largest size of the PostgreSQL pool (DATABASE_POOL_SIZE).',
+        registers,
+        collect() {
+          this.set(poolStats().max);
+        },
+      });
+    }
+    if (images) {
+      new Gauge({
+        name: 'gatehouse_image_transforms',
+        help: 'Image transforms now, by state (running, waiting for a turn).',
+        labelNames: ['state'],
+        registers,
+        collect() {
+          const s = images.queue.stats;
+          this.set({ state: 'running' }, s.running);
+          this.set({ state: 'waiting' }, s.waiting);
+        },
+      });
+      const counted = { renders: 0, cacheHits: 0 };
+      new Counter({
+        name: 'gatehouse_image_renders_total',
+        help: 'Image variants rendered (cache misses).',
+        registers,
+        collect() {
+          this.inc(images.stats.renders - counted.renders);
+          counted.renders = images.stats.renders;
+        },
+      });
+      new Counter({
+        name: 'gatehouse_image_cache_hits_total',
+        help: 'Image variants answered from the local cache.',
+        registers,
+        collect() {
+          this.inc(images.stats.cacheHits - counted.cacheHits);
+          counted.cacheHits = images.stats.cacheHits;
+        },
+      });
+    }
+  }
+
+  /** Counts one answered request; `route` is the route pattern (never the raw URL, which would name files). */
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    const labels = { method, route, status: String(status) };
+    this.requests.inc(labels);
+    this.latency.observe(labels, seconds);
+  }
+
+  /** The exposition text of every metric. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Stops listening to events (the app is closing). */
+  close(): void {
+    for (const off of this.unsubscribers.splice(0)) off();
+  }
+
+  private on<E>(name: string | symbol, fn: (event: E) => void): void {
+    const listener = (message: unknown) => fn(message as E);
+    subscribe(name, listener);
+    this.unsubscribers.push(() => unsubscribe(name, listener));
+  }
+}
