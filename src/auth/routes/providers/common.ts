@@ -9,6 +9,7 @@ import { AppError, logLevelOf } from '../../../errors.ts';
 import { cookieOptions } from '../../../http/cookies.ts';
 import { signedCookie } from '../../../http/identity.ts';
 import { withParams } from '../../../mail/links.ts';
+import { signInEvent } from '../../../metrics/events.ts';
 import type { OAuthDeps, ProviderOutcome } from '../../flows/oauth.ts';
 import { randomValue } from '../../oauth/oauth2.ts';
 import type { Provider } from '../../oauth/providers.ts';
@@ -80,9 +81,11 @@ export function successTarget(ctx: AppContext, redirectTo: string | undefined): 
 export function signInSucceeded(ctx: AppContext, reply: FastifyReply, outcome: ProviderOutcome) {
   const target = successTarget(ctx, outcome.redirectTo);
   if (outcome.kind === 'mfa') {
+    signInEvent('provider', 'mfa_required');
     if (!target) return reply.code(200).send({ mfa: true, ticket: outcome.ticket });
     return reply.redirect(withParams(target, { mfa: 'true', ticket: outcome.ticket }), 302);
   }
+  signInEvent('provider', 'success');
   const now = ctx.clock.now();
   if (!target)
     return reply.code(200).send(sendSession(reply, ctx.config, outcome.session, outcome.useCookie, now));
@@ -103,6 +106,7 @@ export function signInFailed(
   err: unknown,
 ) {
   if (!(err instanceof AppError)) throw err;
+  signInEvent('provider', 'refused');
   const target = ctx.config.PROVIDER_FAILURE_REDIRECT || ctx.config.REDIRECT_URL_ERROR;
   if (!target) throw err;
   const level = logLevelOf(err.code);
