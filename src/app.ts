@@ -14,7 +14,7 @@ import Fastify, {
 } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { TrustProxy } from './config.ts';
-import type { AppContext } from './context.ts';
+import { type AppContext, authDeps } from './context.ts';
 import { AppError } from './errors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
@@ -112,12 +112,12 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     );
   });
   await app.register(cookie, { secret: ctx.cookieSecret });
-  await app.register(identityPlugin, { ctx });
-  await app.register(rateLimitPlugin, { ctx });
+  await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
+  await app.register(rateLimitPlugin, { config, clock: ctx.clock });
   await app.register(metricsPlugin, { ctx });
 
   const readiness: ReadinessCheck[] = [];
-  await app.register(healthRoutes, { ctx, checks: readiness });
+  await app.register(healthRoutes, { db: ctx.db, checks: readiness });
 
   if (config.AUTH_ENABLED) {
     await app.register(
@@ -125,13 +125,15 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
         auth.addHook('onSend', async (_req, reply) => {
           reply.headers(NO_CACHE_HEADERS);
         });
-        await auth.register(authRoutes, { ctx });
+        await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
       },
       { prefix: '/auth' },
     );
   }
-  if (config.STORAGE_ENABLED) {
-    await app.register(storageRoutes, { ctx, readiness, prefix: '/storage' });
+  if (ctx.storage) {
+    const { objects, rules, images } = ctx.storage;
+    readiness.push({ name: 'storage', check: () => objects.ping() });
+    await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
   }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

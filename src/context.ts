@@ -1,10 +1,18 @@
 /**
- * AppContext: everything a request handler may use, built once at start and passed to `buildApp`.
+ * The composition root. AppContext holds everything the service opens at start (database, keys, mailer,
+ * object store), built once by `createContext` and passed to `buildApp`, which hands each feature the
+ * narrow part it uses (`authDeps`, storage's `StorageDeps`). Start-up work against the database (schema
+ * checks, roles, MFA re-encryption) runs here, before any route exists; `closeContext` closes it all.
  * Nothing in the service imports these as globals, so tests build as many contexts as they like.
  */
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
+import type { AuthDeps } from './auth/deps.ts';
 import { type JwtKeys, loadJwtKeys } from './auth/keys.ts';
+import { SecretBox } from './auth/mfa/secret-box.ts';
+import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
+import { type BackgroundTasks, backgroundTasks } from './background.ts';
+import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -15,19 +23,18 @@ import { type ObjectStore, StoreUnavailable } from './storage/backends/object-st
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, type StorageRules } from './storage/rules/rules.ts';
 
-export interface Clock {
-  now(): Date;
-}
-
-export const systemClock: Clock = { now: () => new Date() };
-
 export interface AppContext {
   readonly config: Config;
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
   readonly cookieSecret: string;
+  /** Sends the flows' emails (its `send` is the MailPort auth uses). */
   readonly mailer: Mailer;
+  /** Work that runs after the response (flows that must answer the same for every address). */
+  readonly tasks: BackgroundTasks;
+  /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
+  readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
 }
@@ -58,6 +65,14 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     const keys = await loadJwtKeys(config);
     opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
+    let mfaBox: SecretBox | undefined;
+    if (config.AUTH_ENABLED) {
+      await ensureAuthSchema({ config, db });
+      if (config.MFA_ENABLED) {
+        mfaBox = SecretBox.fromConfig(config);
+        await resealMfaSecrets({ db, box: mfaBox }, opts.log);
+      }
+    }
     const mailer = createMailer(config, { log: opts.log });
     const storage = config.STORAGE_ENABLED ? await openStorage(config, opts.log) : undefined;
     return {
@@ -67,6 +82,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       keys,
       cookieSecret: cookieSecret(config),
       mailer,
+      tasks: backgroundTasks(opts.log),
+      mfaBox,
       storage,
     };
   } catch (err) {
@@ -90,7 +107,15 @@ async function openStorage(config: Config, log: FastifyBaseLogger): Promise<Stor
   return { objects, rules, images: new ImageService(config, log) };
 }
 
+/** The part of the context the auth routes and domain use. */
+export function authDeps(ctx: AppContext): AuthDeps {
+  const { config, db, clock, keys, mailer, tasks } = ctx;
+  return { config, db, clock, keys, mailer, tasks };
+}
+
 export async function closeContext(ctx: AppContext): Promise<void> {
+  // Tasks still running use the mailer and the database.
+  await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
   await ctx.db.close();

@@ -4,6 +4,7 @@
  * statuses. The body is HBP's `{statusCode, error, message}` plus `code`.
  */
 import { STATUS_CODES } from 'node:http';
+import { type TObject, Type } from '@sinclair/typebox';
 
 interface ErrorSpec {
   status: number;
@@ -18,8 +19,6 @@ export const ERRORS = {
   VALIDATION: { status: 400, message: 'The request is not valid.' },
   INVALID_JSON: { status: 400, message: 'The request body is not valid JSON.' },
   NOT_FOUND: { status: 404, message: 'Not Found' },
-  ROUTE_DISABLED: { status: 404, message: 'Not Found' },
-  METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed.' },
   REQUEST_TIMEOUT: { status: 408, message: 'The request did not arrive in time.' },
   URI_TOO_LONG: { status: 414, message: 'A path parameter of the request is too long.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
@@ -55,7 +54,6 @@ export const ERRORS = {
   },
   ACCOUNT_EXISTS: { status: 400, message: 'Account already exists.' },
   ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },
-  ACCOUNT_NOT_FOUND: { status: 400, message: 'Account does not exist.' },
   PASSWORD_TOO_WEAK: { status: 400, message: 'Password is too weak.' },
   PASSWORD_HASHING_BUSY: {
     status: 503,
@@ -77,7 +75,6 @@ export const ERRORS = {
     message: '"user_data" holds a value its column cannot store (wrong type, or refused by a constraint).',
   },
   REDIRECT_NOT_CONFIGURED: { status: 500, message: 'REDIRECT_URL_SUCCESS is not configured.' },
-  NOT_IMPLEMENTED: { status: 501, message: 'Not implemented.' },
   JWKS_NOT_AVAILABLE: { status: 501, message: 'JWKS is not implemented on this server.' },
   MFA_ALREADY_ENABLED: { status: 400, message: 'MFA is already enabled.' },
   MFA_ALREADY_DISABLED: { status: 400, message: 'MFA is already disabled.' },
@@ -178,6 +175,23 @@ export interface ErrorBody {
   message: string;
   code: string;
   requestId?: string;
+}
+
+/** The error body as a response schema: every route declares its 4xx/5xx answers with it (OpenAPI). */
+export const ErrorBodySchema = Type.Object(
+  {
+    statusCode: Type.Integer(),
+    error: Type.String(),
+    message: Type.String(),
+    code: Type.String({ description: 'A code of the catalogue (docs/errors.md).' }),
+    requestId: Type.Optional(Type.String({ description: 'Present on 5xx answers; same as x-request-id.' })),
+  },
+  { description: 'Error', additionalProperties: false },
+);
+
+/** The error answers a route documents, by status. */
+export function errorResponses(...statuses: number[]): Record<number, TObject> {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorBodySchema]));
 }
 
 export function errorBody(statusCode: number, code: string, message: string, requestId?: string): ErrorBody {

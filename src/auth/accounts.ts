@@ -1,9 +1,8 @@
 /**
  * Account life cycle: sign-in (password, anonymous, impersonation), password and email change,
  * self-deletion. Route handlers call one function here each; registration and activation are in
- * registration.ts.
+ * flows/registration.ts.
  */
-import type { AppContext } from '../context.ts';
 import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -17,6 +16,7 @@ import {
   setPasswordHash,
   upgradePasswordHash,
 } from './accounts-store.ts';
+import type { SessionDeps } from './deps.ts';
 import {
   checkBreached,
   checkLoginPassword,
@@ -42,8 +42,8 @@ export function emailDomainAllowed(allowed: readonly string[], email: string): b
   });
 }
 
-export function assertEmailDomain(ctx: AppContext, email: string, field = 'email'): void {
-  if (!emailDomainAllowed(ctx.config.ALLOWED_EMAIL_DOMAINS, email)) {
+export function assertEmailDomain(deps: Pick<SessionDeps, 'config'>, email: string, field = 'email'): void {
+  if (!emailDomainAllowed(deps.config.ALLOWED_EMAIL_DOMAINS, email)) {
     throw new AppError('EMAIL_DOMAIN_NOT_ALLOWED', `"${field}" is not in an authorised domain`);
   }
 }
@@ -57,15 +57,15 @@ export type LoginResult = { kind: 'session'; session: Session } | { kind: 'mfa';
  * round trips: this read and the session insert.
  */
 export async function loginWithPassword(
-  ctx: AppContext,
+  deps: SessionDeps,
   input: { email: string; password?: string; adminSecret?: string },
 ): Promise<LoginResult> {
-  const c = ctx.config;
-  const profile = await loadProfileByEmail(ctx.db, input.email);
-  const impersonating = await checkImpersonation(ctx, input.adminSecret);
+  const c = deps.config;
+  const profile = await loadProfileByEmail(deps.db, input.email);
+  const impersonating = await checkImpersonation(deps, input.adminSecret);
   if (!impersonating) {
     if (input.password === undefined) throw new AppError('VALIDATION', '"password" is required');
-    await checkPassword(ctx, profile?.account, input.password);
+    await checkPassword(deps, profile?.account, input.password);
   } else if (!profile) {
     throw new AppError('INVALID_CREDENTIALS');
   }
@@ -73,19 +73,19 @@ export async function loginWithPassword(
   // Checked after the password, so that it tells nothing to someone who does not know it.
   if (!acc.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
   if (acc.mfa_enabled) {
-    const { ticket } = await issueTicket(ctx.db, c, ctx.clock.now(), {
+    const { ticket } = await issueTicket(deps.db, c, deps.clock.now(), {
       accountId: acc.id,
       purpose: 'mfa-login',
       keepEarlier: true,
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(ctx, acc.id, { profile }) };
+  return { kind: 'session', session: await issueSession(deps, acc.id, { profile }) };
 }
 
 /** True when a valid admin secret was sent for impersonation; 401 for a wrong one. */
-async function checkImpersonation(ctx: AppContext, adminSecret: string | undefined): Promise<boolean> {
-  const c = ctx.config;
+async function checkImpersonation(deps: SessionDeps, adminSecret: string | undefined): Promise<boolean> {
+  const c = deps.config;
   if (!c.USER_IMPERSONATION_ENABLED || adminSecret === undefined || adminSecret === '') return false;
   // No configured secret means impersonation cannot succeed (HBP compared undefined === undefined).
   if (c.HASURA_GRAPHQL_ADMIN_SECRET === '' || !secretsEqual(adminSecret, c.HASURA_GRAPHQL_ADMIN_SECRET)) {
@@ -104,15 +104,15 @@ const hashKindsCache = new WeakMap<Database, { until: number; kinds: Promise<str
  * current one), read at most once per HASH_KINDS_TTL_MS: a failed sign-in pads its work to one
  * verification of each. Only failures ask, so successful sign-ins never pay for the scan.
  */
-function hashKindsInUse(ctx: AppContext): Promise<string[]> {
-  const now = ctx.clock.now().getTime();
-  const hit = hashKindsCache.get(ctx.db);
+function hashKindsInUse(deps: SessionDeps): Promise<string[]> {
+  const now = deps.clock.now().getTime();
+  const hit = hashKindsCache.get(deps.db);
   if (hit && hit.until > now) return hit.kinds;
-  const kinds = passwordHashPrefixes(ctx.db).then((prefixes) =>
+  const kinds = passwordHashPrefixes(deps.db).then((prefixes) =>
     prefixes.map((p) => hashKind(`${p}$`)).filter((k): k is string => k !== undefined),
   );
-  hashKindsCache.set(ctx.db, { until: now + HASH_KINDS_TTL_MS, kinds });
-  kinds.catch(() => hashKindsCache.delete(ctx.db));
+  hashKindsCache.set(deps.db, { until: now + HASH_KINDS_TTL_MS, kinds });
+  kinds.catch(() => hashKindsCache.delete(deps.db));
   return kinds;
 }
 
@@ -122,35 +122,35 @@ function hashKindsInUse(ctx: AppContext): Promise<string[]> {
  * finds it full waits for a later sign-in instead of failing this one.
  */
 async function checkPassword(
-  ctx: AppContext,
+  deps: SessionDeps,
   account: AccountRow | undefined,
   password: string,
 ): Promise<void> {
   // A pending account's password is its latest registration attempt's, not the account's (see
-  // registration.ts): the right one hears ACCOUNT_NOT_ACTIVATED, as before attempts existed.
+  // flows/registration.ts): the right one hears ACCOUNT_NOT_ACTIVATED, as before attempts existed.
   const pending = account !== undefined && !account.active && account.password_hash === null;
   const stored = pending
-    ? await newestAttemptPasswordHash(ctx.db, account.id)
+    ? await newestAttemptPasswordHash(deps.db, account.id)
     : (account?.password_hash ?? null);
-  if (!(await checkLoginPassword(ctx.config, stored, password, () => hashKindsInUse(ctx)))) {
+  if (!(await checkLoginPassword(deps.config, stored, password, () => hashKindsInUse(deps)))) {
     throw new AppError('INVALID_CREDENTIALS');
   }
-  if (account && !pending && stored !== null && needsRehash(ctx.config, stored)) {
+  if (account && !pending && stored !== null && needsRehash(deps.config, stored)) {
     let fresh: string;
     try {
-      fresh = await hashPassword(ctx.config, password);
+      fresh = await hashPassword(deps.config, password);
     } catch (err) {
       if (isHashingBusy(err)) return;
       throw err;
     }
-    await upgradePasswordHash(ctx.db, account.id, stored, fresh);
+    await upgradePasswordHash(deps.db, account.id, stored, fresh);
   }
 }
 
 /** Anonymous sign-in (ANONYMOUS_USERS_ENABLED): a fresh active account with no email or password. */
-export async function loginAnonymously(ctx: AppContext): Promise<Session> {
-  const role = ctx.config.DEFAULT_ANONYMOUS_ROLE;
-  return ctx.db.transaction(async (tx) => {
+export async function loginAnonymously(deps: SessionDeps): Promise<Session> {
+  const role = deps.config.DEFAULT_ANONYMOUS_ROLE;
+  return deps.db.transaction(async (tx) => {
     const { accountId } = await insertAccount(tx, {
       email: null,
       passwordHash: null,
@@ -160,13 +160,13 @@ export async function loginAnonymously(ctx: AppContext): Promise<Session> {
       roles: [role],
       userData: { display_name: 'Anonymous user' },
     });
-    return issueSession(ctx, accountId, { db: tx });
+    return issueSession(deps, accountId, { db: tx });
   });
 }
 
 /** The account of the signed-in caller; 401 when it no longer exists (deleted since the token was issued). */
-export async function callerAccount(ctx: AppContext, userId: string): Promise<AccountRow> {
-  const account = await findAccountByUserId(ctx.db, userId);
+export async function callerAccount(deps: SessionDeps, userId: string): Promise<AccountRow> {
+  const account = await findAccountByUserId(deps.db, userId);
   if (!account) throw new AppError('UNAUTHENTICATED');
   return account;
 }
@@ -179,26 +179,26 @@ export async function callerAccount(ctx: AppContext, userId: string): Promise<Ac
  * (`own`, see ownFamily) is kept.
  */
 export async function changePassword(
-  ctx: AppContext,
+  deps: SessionDeps,
   userId: string,
   input: { oldPassword?: string; newPassword: string; own?: OwnSignIn; reauth: Reauthentication },
 ): Promise<void> {
-  const account = await callerAccount(ctx, userId);
+  const account = await callerAccount(deps, userId);
   if (account.password_hash !== null) {
     if (input.oldPassword === undefined) throw new AppError('VALIDATION', '"old_password" is required');
-    if (!(await verifyPassword(ctx.config, account.password_hash, input.oldPassword))) {
+    if (!(await verifyPassword(deps.config, account.password_hash, input.oldPassword))) {
       throw new AppError('INCORRECT_PASSWORD');
     }
   } else {
-    await assertReauthenticated(ctx, account, input.reauth);
+    await assertReauthenticated(deps, account, input.reauth);
   }
-  await checkBreached(ctx.config, input.newPassword);
-  const hash = await hashPassword(ctx.config, input.newPassword);
-  await ctx.db.transaction(async (tx) => {
-    const keep = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
+  await checkBreached(deps.config, input.newPassword);
+  const hash = await hashPassword(deps.config, input.newPassword);
+  await deps.db.transaction(async (tx) => {
+    const keep = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setPasswordHash(tx, account.id, hash);
-    await retireTickets(tx, ctx.clock.now(), account.id, 'password-reset');
-    await endAllSessions(ctx, account.id, keep, tx);
+    await retireTickets(tx, deps.clock.now(), account.id, 'password-reset');
+    await endAllSessions(deps, account.id, keep, tx);
   });
 }
 
@@ -207,12 +207,12 @@ export async function changePassword(
  * proof beyond the bearer token (reauth.ts).
  */
 export async function deleteOwnAccount(
-  ctx: AppContext,
+  deps: SessionDeps,
   userId: string,
   reauth: Reauthentication,
 ): Promise<void> {
-  const account = await findAccountByUserId(ctx.db, userId);
+  const account = await findAccountByUserId(deps.db, userId);
   if (!account) throw new AppError('CANNOT_DELETE_ACCOUNT');
-  await assertReauthenticated(ctx, account, reauth);
-  if (!(await deleteUser(ctx.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+  await assertReauthenticated(deps, account, reauth);
+  if (!(await deleteUser(deps.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
 }

@@ -9,10 +9,10 @@
  * - a sign-in within SENSITIVE_ACTION_WINDOW seconds, read from the access token's `auth_time`: the
  *   instant of the sign-in that started the session, which refreshing never moves (sessions.ts).
  */
-import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { type GuessLimiter, passwordSubject } from '../http/guesses.ts';
 import type { AccountRow } from './accounts-store.ts';
+import type { ConfigDeps } from './deps.ts';
 import { verifyPassword } from './passwords.ts';
 
 /** What a request offers as proof. */
@@ -33,9 +33,9 @@ const NO_PASSWORD =
   'This change needs a recent sign-in and this account has no password: sign in again, then retry.';
 
 /** True when the session's sign-in happened within SENSITIVE_ACTION_WINDOW seconds of now. */
-export function signedInRecently(ctx: AppContext, authTime: number | undefined): boolean {
+export function signedInRecently(deps: ConfigDeps, authTime: number | undefined): boolean {
   if (authTime === undefined) return false;
-  return ctx.clock.now().getTime() - authTime * 1000 <= ctx.config.SENSITIVE_ACTION_WINDOW * 1000;
+  return deps.clock.now().getTime() - authTime * 1000 <= deps.config.SENSITIVE_ACTION_WINDOW * 1000;
 }
 
 /**
@@ -44,11 +44,11 @@ export function signedInRecently(ctx: AppContext, authTime: number | undefined):
  * without a password and without a recent sign-in. Call before changing anything.
  */
 export async function assertReauthenticated(
-  ctx: AppContext,
+  deps: ConfigDeps,
   account: ReauthSubject,
   proof: Reauthentication,
 ): Promise<void> {
-  const c = ctx.config;
+  const c = deps.config;
   if (proof.password !== undefined) {
     // POST /auth/login's subject for this account: guesses here and there share one budget.
     const subject = account.email === null ? `user:${account.id}` : passwordSubject(account.email);
@@ -65,6 +65,6 @@ export async function assertReauthenticated(
     await guess.succeeded();
     return;
   }
-  if (signedInRecently(ctx, proof.authTime)) return;
+  if (signedInRecently(deps, proof.authTime)) return;
   throw new AppError('REAUTHENTICATION_REQUIRED', account.password_hash === null ? NO_PASSWORD : undefined);
 }

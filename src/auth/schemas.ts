@@ -43,16 +43,3 @@ export const Session = Type.Object({
 export type SessionBody = Static<typeof Session>;
 
 export const NoContent = Type.Null({ description: 'No content' });
-
-export const ErrorResponse = Type.Object({
-  statusCode: Type.Integer(),
-  error: Type.String(),
-  message: Type.String(),
-  code: Type.String(),
-  requestId: Type.Optional(Type.String()),
-});
-
-/** Error responses a route documents, by status. */
-export function errors(...statuses: number[]): Record<number, typeof ErrorResponse> {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorResponse]));
-}

@@ -6,11 +6,11 @@
  * its sign-in, and every access token issued from it carries that instant as `auth_time`.
  */
 import { randomUUID } from 'node:crypto';
-import type { AppContext } from '../context.ts';
 import type { Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
+import type { SessionDeps } from './deps.ts';
 import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
 import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
@@ -50,7 +50,7 @@ export function publicUser(profile: AccountProfile): PublicUser {
  * sign-in happened at `signedInAt` (null: unknown).
  */
 export async function accessTokenFor(
-  ctx: AppContext,
+  deps: SessionDeps,
   profile: AccountProfile,
   now: Date,
   signedInAt: Date | null,
@@ -62,9 +62,9 @@ export async function accessTokenFor(
       roles: profile.roles,
       customFields: profile.user,
     },
-    ctx.config.JWT_CUSTOM_FIELDS,
+    deps.config.JWT_CUSTOM_FIELDS,
   );
-  return { vars, access: await signAccessToken(ctx.keys, ctx.config, vars, now, { authTime: signedInAt }) };
+  return { vars, access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt }) };
 }
 
 /** A session about to be stored: its refresh token and row (whose `createdAt` the JWT's iat repeats). */
@@ -78,14 +78,14 @@ interface SessionDraft {
  * new); with it, the token joins that sign-in and keeps its instant.
  */
 function draftSession(
-  ctx: AppContext,
+  deps: SessionDeps,
   accountId: string,
   family?: { familyId: string; signedInAt: Date | null },
 ): SessionDraft {
-  const now = ctx.clock.now();
+  const now = deps.clock.now();
   const refreshToken = newRefreshToken();
   // Exact minutes (HBP truncated to whole days, so short lifetimes expired at once).
-  const expiresAt = new Date(now.getTime() + ctx.config.JWT_REFRESH_EXPIRES_IN * 60_000);
+  const expiresAt = new Date(now.getTime() + deps.config.JWT_REFRESH_EXPIRES_IN * 60_000);
   return {
     refreshToken,
     row: {
@@ -101,12 +101,12 @@ function draftSession(
 
 /** The stored draft as a session, with its access token. */
 async function completeSession(
-  ctx: AppContext,
+  deps: SessionDeps,
   draft: SessionDraft,
   profile: AccountProfile,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
-  const { vars, access } = await accessTokenFor(ctx, profile, draft.row.createdAt, draft.row.signedInAt);
+  const { vars, access } = await accessTokenFor(deps, profile, draft.row.createdAt, draft.row.signedInAt);
   return {
     accountId: draft.row.accountId,
     familyId: draft.row.familyId,
@@ -125,7 +125,7 @@ async function completeSession(
  * their transaction.
  */
 export async function issueSession(
-  ctx: AppContext,
+  deps: SessionDeps,
   accountId: string,
   opts: {
     family?: { familyId: string; signedInAt: Date | null };
@@ -133,13 +133,13 @@ export async function issueSession(
     profile?: AccountProfile;
   } = {},
 ): Promise<Session> {
-  const db = opts.db ?? ctx.db;
+  const db = opts.db ?? deps.db;
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
-  const draft = draftSession(ctx, accountId, opts.family);
+  const draft = draftSession(deps, accountId, opts.family);
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row);
-  return completeSession(ctx, draft, profile);
+  return completeSession(deps, draft, profile);
 }
 
 /** The refusal of a refresh, counted under its outcome. */
@@ -149,22 +149,22 @@ function invalidRefresh(outcome: 'invalid' | 'reuse_detected'): AppError {
 }
 
 /** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive. */
-export async function refreshSession(ctx: AppContext, presented: string): Promise<Session> {
-  const now = ctx.clock.now();
+export async function refreshSession(deps: SessionDeps, presented: string): Promise<Session> {
+  const now = deps.clock.now();
   const hash = sha256Hex(presented);
-  const row = await findSessionToken(ctx.db, hash);
+  const row = await findSessionToken(deps.db, hash);
   if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh('invalid');
-  const profile = await loadProfile(ctx.db, row.account_id);
+  const profile = await loadProfile(deps.db, row.account_id);
   if (!profile?.account.active) throw invalidRefresh('invalid');
 
-  const graceMs = ctx.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
+  const graceMs = deps.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   // The successor belongs to the same sign-in: same family, same sign-in instant (never "now").
   const family = { familyId: row.family_id, signedInAt: row.signed_in_at };
   if (row.rotated_at === null) {
     // Marking the old token and storing its successor is one statement: neither happens without the other.
-    const draft = draftSession(ctx, row.account_id, family);
-    if (await rotateSessionToken(ctx.db, hash, draft.row)) {
-      const session = await completeSession(ctx, draft, profile);
+    const draft = draftSession(deps, row.account_id, family);
+    if (await rotateSessionToken(deps.db, hash, draft.row)) {
+      const session = await completeSession(deps, draft, profile);
       refreshEvent('rotated');
       return session;
     }
@@ -172,31 +172,31 @@ export async function refreshSession(ctx: AppContext, presented: string): Promis
   // Already rotated (now, by a racing request, or earlier): a sibling within the grace interval…
   const rotatedAt = row.rotated_at ?? now;
   if (now.getTime() - rotatedAt.getTime() <= graceMs) {
-    const session = await issueSession(ctx, row.account_id, { family, profile });
+    const session = await issueSession(deps, row.account_id, { family, profile });
     refreshEvent('grace');
     return session;
   }
   // …otherwise someone replays an old token: end that sign-in everywhere.
-  await deleteFamily(ctx.db, row.family_id);
+  await deleteFamily(deps.db, row.family_id);
   throw invalidRefresh('reuse_detected');
 }
 
 /** The account and family behind a refresh token that is still valid, or undefined. */
 export async function sessionOf(
-  ctx: AppContext,
+  deps: SessionDeps,
   presented: string,
-  db: Queryable = ctx.db,
+  db: Queryable = deps.db,
 ): Promise<{ accountId: string; familyId: string } | undefined> {
   const row = await findSessionToken(db, sha256Hex(presented));
-  if (!row || row.expires_at.getTime() <= ctx.clock.now().getTime()) return undefined;
+  if (!row || row.expires_at.getTime() <= deps.clock.now().getTime()) return undefined;
   return { accountId: row.account_id, familyId: row.family_id };
 }
 
 /** Ends the sign-in a refresh token belongs to (its whole family); false when the token is unknown. */
-export async function endSession(ctx: AppContext, presented: string): Promise<boolean> {
-  const row = await findSessionToken(ctx.db, sha256Hex(presented));
+export async function endSession(deps: SessionDeps, presented: string): Promise<boolean> {
+  const row = await findSessionToken(deps.db, sha256Hex(presented));
   if (!row) return false;
-  await deleteFamily(ctx.db, row.family_id);
+  await deleteFamily(deps.db, row.family_id);
   return true;
 }
 
@@ -207,12 +207,12 @@ export async function endSession(ctx: AppContext, presented: string): Promise<bo
  * exactly one family.
  */
 export async function familyOfAccessToken(
-  ctx: AppContext,
+  deps: SessionDeps,
   accountId: string,
   iat: number,
-  db: Queryable = ctx.db,
+  db: Queryable = deps.db,
 ): Promise<string | undefined> {
-  const families = await familiesIssuedAt(db, accountId, new Date(iat * 1000), ctx.clock.now());
+  const families = await familiesIssuedAt(db, accountId, new Date(iat * 1000), deps.clock.now());
   return families.length === 1 ? families[0] : undefined;
 }
 
@@ -228,25 +228,25 @@ export interface OwnSignIn {
  * token was issued with. Undefined when neither names exactly one sign-in of this account.
  */
 export async function ownFamily(
-  ctx: AppContext,
+  deps: SessionDeps,
   accountId: string,
   own: OwnSignIn,
-  db: Queryable = ctx.db,
+  db: Queryable = deps.db,
 ): Promise<string | undefined> {
   if (own.refreshToken !== undefined) {
-    const session = await sessionOf(ctx, own.refreshToken, db);
+    const session = await sessionOf(deps, own.refreshToken, db);
     if (session?.accountId === accountId) return session.familyId;
   }
   if (own.accessTokenIat === undefined) return undefined;
-  return familyOfAccessToken(ctx, accountId, own.accessTokenIat, db);
+  return familyOfAccessToken(deps, accountId, own.accessTokenIat, db);
 }
 
 /** Ends every session of an account, optionally keeping one sign-in. */
 export async function endAllSessions(
-  ctx: AppContext,
+  deps: SessionDeps,
   accountId: string,
   keepFamily?: string,
-  db: Queryable = ctx.db,
+  db: Queryable = deps.db,
 ): Promise<number> {
   return deleteAccountSessions(db, accountId, keepFamily);
 }

@@ -6,23 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERRORS, type ErrorCode, errorBody, logLevelOf } from '../errors.ts';
 import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
-
-/** The error body as a response schema, for routes to declare their 4xx/5xx answers in OpenAPI. */
-export const ErrorBodySchema = Type.Object(
-  {
-    statusCode: Type.Integer(),
-    error: Type.String(),
-    message: Type.String(),
-    code: Type.String(),
-    requestId: Type.Optional(Type.String({ description: 'Present on 5xx answers; same as x-request-id.' })),
-  },
-  { description: 'Error', additionalProperties: false },
-);
 
 /** Messages that say more than the catalogue's generic one. */
 const FRAMEWORK_MESSAGES: Record<string, string> = {

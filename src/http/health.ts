@@ -1,16 +1,12 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../context.ts';
-import { errorBody } from '../errors.ts';
-import { ErrorBodySchema } from './error-handler.ts';
+import type { Database } from '../db/database.ts';
+import { ErrorBodySchema, errorBody } from '../errors.ts';
 
 /** Extra readiness checks that features register (the object store, for instance). */
 export type ReadinessCheck = { name: string; check: () => Promise<void> };
 
-export async function healthRoutes(
-  app: FastifyInstance,
-  opts: { ctx: AppContext; checks: ReadinessCheck[] },
-) {
+export async function healthRoutes(app: FastifyInstance, opts: { db: Database; checks: ReadinessCheck[] }) {
   const hide = { hide: false, tags: ['health'] };
   app.get(
     '/health',
@@ -50,10 +46,7 @@ export async function healthRoutes(
       config: { rateLimit: false },
     },
     async (request, reply) => {
-      const checks: ReadinessCheck[] = [
-        { name: 'database', check: () => opts.ctx.db.ping() },
-        ...opts.checks,
-      ];
+      const checks: ReadinessCheck[] = [{ name: 'database', check: () => opts.db.ping() }, ...opts.checks];
       const failed: string[] = [];
       await Promise.all(
         checks.map(async (c) => {

@@ -11,8 +11,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
-import type { AppContext } from '../context.ts';
-import { AppError } from '../errors.ts';
+import type { JwtKeys } from '../auth/keys.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { AppError, type ErrorCode } from '../errors.ts';
 import { crossSiteCheck } from './csrf.ts';
 
 export const PERMISSION_COOKIE = 'permission_variables';
@@ -22,13 +24,20 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller's permission variables, or undefined when anonymous. Throws 401 on a bad credential. */
     identity(): Promise<PermissionVariables | undefined>;
-    /** Like identity(), but anonymous callers get 401 `Not logged in`. */
-    requireUser(): Promise<PermissionVariables>;
+    /**
+     * The signed-in caller. Set by the hook of a signed-in context (`signedInContext`) before the
+     * handler runs, so every route registered there can read it; reading it elsewhere throws.
+     */
+    user: PermissionVariables;
     /**
      * The value of the signed cookie `name` used as a credential: undefined when absent or tampered
      * with; 403 `CSRF` when the request may change something and comes from a site not allowed.
      */
     cookieCredential(name: string): string | undefined;
+  }
+  interface FastifyContextConfig {
+    /** In a signed-in context: the error a caller without a credential gets (default UNAUTHENTICATED). */
+    anonymousError?: ErrorCode;
   }
 }
 
@@ -62,25 +71,32 @@ export function signedCookie(request: FastifyRequest, name: string): string | un
   return unsigned.valid && unsigned.value ? unsigned.value : undefined;
 }
 
+/** What the identity plugin needs: the keys and settings that verify tokens, and the time. */
+export interface IdentityDeps {
+  readonly config: Config;
+  readonly keys: JwtKeys;
+  readonly clock: Clock;
+}
+
 async function resolve(
-  ctx: AppContext,
+  deps: IdentityDeps,
   verifier: AccessTokenVerifier,
   request: FastifyRequest,
 ): Promise<PermissionVariables | undefined> {
   const token = presentedAccessToken(request);
   if (token === undefined) return undefined;
   try {
-    return await verifier.verify(token, ctx.clock.now());
+    return await verifier.verify(token, deps.clock.now());
   } catch (err) {
     if (err instanceof InvalidAccessToken) throw invalid(err.message);
     throw err;
   }
 }
 
-export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppContext }) => {
+export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: IdentityDeps }) => {
   const cache = new WeakMap<FastifyRequest, Promise<PermissionVariables | undefined>>();
-  const verifier = new AccessTokenVerifier(opts.ctx.keys, opts.ctx.config);
-  const checkCrossSite = crossSiteCheck(opts.ctx.config);
+  const verifier = new AccessTokenVerifier(opts.deps.keys, opts.deps.config);
+  const checkCrossSite = crossSiteCheck(opts.deps.config);
   app.decorateRequest('cookieCredential', function (this: FastifyRequest, name: string) {
     const value = signedCookie(this, name);
     if (value !== undefined) checkCrossSite(this);
@@ -89,14 +105,42 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { ctx: AppCo
   app.decorateRequest('identity', function (this: FastifyRequest) {
     let p = cache.get(this);
     if (!p) {
-      p = resolve(opts.ctx, verifier, this);
+      p = resolve(opts.deps, verifier, this);
       cache.set(this, p);
     }
     return p;
   });
-  app.decorateRequest('requireUser', async function (this: FastifyRequest) {
-    const who = await this.identity();
-    if (!who) throw new AppError('UNAUTHENTICATED');
-    return who;
+  // Reading it outside a signed-in context is a programming error, never an anonymous caller.
+  const users = new WeakMap<FastifyRequest, PermissionVariables>();
+  app.decorateRequest('user', {
+    getter(this: FastifyRequest) {
+      const who = users.get(this);
+      if (!who) throw new Error('request.user is only set in a signed-in context (signedInContext)');
+      return who;
+    },
+    setter(this: FastifyRequest, who: PermissionVariables) {
+      users.set(this, who);
+    },
   });
 });
+
+/**
+ * Makes `scope` (an encapsulated context) a signed-in one: before any of its handlers runs, the caller's
+ * credential is verified (401 when absent or invalid; 403 CSRF for a cookie credential from another site,
+ * see csrf.ts) and `request.user` set. It runs after the body is validated, so a malformed request is
+ * still told what is wrong with it first. Every route registered here must declare the bearer scheme in
+ * its OpenAPI `security`, which the forged-credential suite reads to find the routes to attack.
+ */
+export function signedInContext(scope: FastifyInstance): void {
+  scope.addHook('onRoute', (route) => {
+    const security = (route.schema as { security?: Record<string, unknown>[] } | undefined)?.security;
+    if (!security?.some((s) => 'bearer' in s)) {
+      throw new Error(`${route.method} ${route.url} is signed-in but its schema declares no bearer security`);
+    }
+  });
+  scope.addHook('preHandler', async (request) => {
+    const who = await request.identity();
+    if (!who) throw new AppError(request.routeOptions.config.anonymousError ?? 'UNAUTHENTICATED');
+    request.user = who;
+  });
+}

@@ -7,7 +7,8 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import type { AppContext } from '../context.ts';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { type Count, type CounterStore, MemoryStore, RedisStore } from './counters.ts';
 import { type GuessLimiter, makeGuessLimiter } from './guesses.ts';
@@ -70,15 +71,15 @@ function pathOf(request: FastifyRequest): string {
 }
 
 export const rateLimitPlugin = fp(
-  async (app: FastifyInstance, opts: { ctx: AppContext; store?: CounterStore }) => {
-    const { config } = opts.ctx;
+  async (app: FastifyInstance, opts: { config: Config; clock: Clock; store?: CounterStore }) => {
+    const { config } = opts;
     let store: CounterStore | undefined;
     if (config.RATE_LIMIT_ENABLED) {
       store =
         opts.store ??
         (config.REDIS_URL
           ? new RedisStore(config.REDIS_URL)
-          : new MemoryStore(() => opts.ctx.clock.now().getTime()));
+          : new MemoryStore(() => opts.clock.now().getTime()));
       const owned = !opts.store;
       app.addHook('onClose', async () => {
         if (owned) await store?.close();

@@ -5,7 +5,8 @@
  *   DATA_DIR/outbox and an info log line carrying the action link, so every flow can be clicked
  *   through on embedded defaults;
  * - `disabled`: EMAILS_ENABLED=false; `send` refuses with EMAILS_DISABLED.
- * A transport failure becomes EMAIL_UNAVAILABLE (503) so callers can undo their writes (see flows/).
+ * It is the service's MailPort (port.ts): `send` delivers at once, inside the caller's transaction, and a
+ * transport failure becomes EMAIL_UNAVAILABLE (503) so that the caller's writes roll back.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -15,28 +16,15 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { emailEvent } from '../metrics/events.ts';
-import { renderTemplate, type TemplateLocals, type TemplateName } from './templates.ts';
+import type { MailPort, OutgoingEmail } from './port.ts';
+import { renderTemplate } from './templates.ts';
 
-export interface OutgoingEmail {
-  to: string;
-  template: TemplateName;
-  locals: TemplateLocals;
-  /** Extra headers, e.g. HBP's `X-Ticket` / `X-Token`. */
-  headers?: Record<string, string>;
-}
+export type { OutgoingEmail } from './port.ts';
 
-export interface Mailer {
+export interface Mailer extends MailPort {
   readonly mode: 'smtp' | 'outbox' | 'disabled';
   /** Renders and delivers one message; resolves once the server (or the outbox) has accepted it. */
-  send(email: OutgoingEmail): Promise<void>;
-  /**
-   * Runs `task` after the response, for flows that must answer the same whether or not an account
-   * exists (lost password, resend, magic-link login): waiting for SMTP would tell, by status or by time.
-   * A failure is logged; the task itself undoes its writes (see flows).
-   */
-  later(label: string, task: () => Promise<void>): void;
-  /** Resolves when every task started by `later` has finished (tests, shutdown). */
-  idle(): Promise<void>;
+  deliver(email: OutgoingEmail): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -59,14 +47,10 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
         { settings: needs },
         `EMAILS_ENABLED is false: emails these settings need are not sent (${needs.join(', ')})`,
       );
-    return {
-      mode: 'disabled',
-      async send() {
-        throw new AppError('EMAILS_DISABLED');
-      },
-      ...background(log),
-      async close() {},
+    const refuse = async () => {
+      throw new AppError('EMAILS_DISABLED');
     };
+    return { mode: 'disabled', sends: false, deliver: refuse, send: refuse, async close() {} };
   }
   if (!config.SMTP_HOST) {
     if (config.isProduction)
@@ -112,54 +96,35 @@ function transportMailer(
   transport: Transporter,
   after: (email: OutgoingEmail, info: unknown, rendered: { subject: string }) => Promise<void>,
 ): Mailer {
-  const tasks = background(log);
+  const deliver = async (email: OutgoingEmail) => {
+    const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
+    let info: unknown;
+    try {
+      info = await transport.sendMail({
+        from: config.SMTP_SENDER,
+        to: email.to,
+        subject: rendered.subject,
+        text: rendered.text,
+        html: rendered.html,
+        headers: email.headers,
+      });
+      await after(email, info, rendered);
+      emailEvent('sent', mode, email.template);
+    } catch (err) {
+      emailEvent('failed', mode, email.template);
+      // The address is personal data and the message holds a ticket: log neither, only what failed.
+      log.warn({ err, template: email.template, mode }, 'email could not be sent');
+      throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });
+    }
+  };
   return {
     mode,
-    ...tasks,
-    async send(email) {
-      const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
-      let info: unknown;
-      try {
-        info = await transport.sendMail({
-          from: config.SMTP_SENDER,
-          to: email.to,
-          subject: rendered.subject,
-          text: rendered.text,
-          html: rendered.html,
-          headers: email.headers,
-        });
-        await after(email, info, rendered);
-        emailEvent('sent', mode, email.template);
-      } catch (err) {
-        emailEvent('failed', mode, email.template);
-        // The address is personal data and the message holds a ticket: log neither, only what failed.
-        log.warn({ err, template: email.template, mode }, 'email could not be sent');
-        throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });
-      }
-    },
+    sends: true,
+    deliver,
+    // Delivered before the caller's transaction commits: a refusal rolls its writes back.
+    send: (_tx, email) => deliver(email),
     async close() {
-      await tasks.idle();
       transport.close();
-    },
-  };
-}
-
-function background(log: FastifyBaseLogger): Pick<Mailer, 'later' | 'idle'> {
-  const running = new Set<Promise<void>>();
-  return {
-    later(label, task) {
-      const p = (async () => {
-        try {
-          await task();
-        } catch (err) {
-          log.error({ err, task: label }, `background email task "${label}" failed`);
-        }
-      })();
-      running.add(p);
-      void p.finally(() => running.delete(p));
-    },
-    async idle() {
-      while (running.size > 0) await Promise.all([...running]);
     },
   };
 }

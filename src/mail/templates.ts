@@ -116,7 +116,7 @@ function safeLocals(locals: TemplateLocals, html: boolean): TemplateLocals {
   return out;
 }
 
-/** Registration links that will not keep a password or choice (see auth/registration.ts) say so. */
+/** Registration links that will not keep a password or choice (see auth/flows/registration.ts) say so. */
 const CHOICES_NOT_KEPT =
   'This address received more than one request (to register, or to send this link again), so for your safety this link confirms the address without keeping a password or settings chosen when registering: once confirmed, you can choose a password (“Forgot password?” on the sign-in page).';
 

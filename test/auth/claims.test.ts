@@ -13,6 +13,7 @@ import { SignJWT } from 'jose';
 import { buildApp } from '../../src/app.ts';
 import { type Config, ConfigError, configFrom } from '../../src/config.ts';
 import { closeContext, createContext } from '../../src/context.ts';
+import { migrate } from '../../src/db/migrate.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds, type TestDatabase } from '../helpers/db.ts';
 import { multipartBody } from '../storage/helpers.ts';
@@ -66,8 +67,10 @@ for (const kind of dbKinds()) {
         });
         database = await createTestDatabase(kind);
         const log = (await import('pino')).default({ level: 'silent' });
-        ctx = await createContext(config, { log, db: database.db });
+        // The column exists before the start-up check of createContext looks for it.
+        await migrate(database.db);
         await database.db.exec('ALTER TABLE public.users ADD COLUMN user_id text');
+        ctx = await createContext(config, { log, db: database.db });
         app = await buildApp(ctx, { logger: false });
       });
       after(async () => {

@@ -182,7 +182,7 @@ for (const kind of dbKinds()) {
       const magicSignIn = async (): Promise<Tokens> => {
         t.smtp.clear();
         await t.app.inject({ method: 'POST', url: '/auth/login', payload: { email } });
-        await t.ctx.mailer.idle();
+        await t.ctx.tasks.idle();
         const link = findLink(t.smtp.last(email).text, 'action=log-in');
         const follow = await t.app.inject({
           method: 'GET',

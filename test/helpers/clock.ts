@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/context.ts';
+import type { Clock } from '../../src/clock.ts';
 
 /** A clock tests move by hand. */
 export class TestClock implements Clock {

@@ -88,7 +88,7 @@ for (const kind of dbKinds()) {
         payload: { email: 'again@example.com' },
       });
       assert.equal(resend.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.to('again@example.com').length, 2);
       const second = findLink(t.smtp.last('again@example.com').text, '/auth/activate');
       assert.notEqual(first.href, second.href);
@@ -104,7 +104,7 @@ for (const kind of dbKinds()) {
         assert.equal(r.statusCode, 204, email);
         assert.equal(r.body, '');
       }
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.messages.length, 0, 'nothing for unknown or already active accounts');
     });
 

@@ -76,7 +76,7 @@ for (const kind of dbKinds()) {
         payload: { email: 'new@example.com' },
       });
       assert.equal(lost.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const resetTicket = t.smtp.last('new@example.com').headers.get('x-ticket') as string;
       const res = await change(resetTicket);
       assert.equal(res.statusCode, 401);

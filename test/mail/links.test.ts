@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { redirectAllowed } from '../../src/auth/redirects.ts';
 import { configFrom } from '../../src/config.ts';
 import { htmlToText } from '../../src/mail/html-to-text.ts';
-import { appLink, redirectAllowed, withParams } from '../../src/mail/links.ts';
+import { appLink, withParams } from '../../src/mail/links.ts';
 
 describe('redirect_to allow-list', () => {
   const config = configFrom({

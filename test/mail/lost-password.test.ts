@@ -45,7 +45,7 @@ for (const kind of dbKinds()) {
       await signIn(t, accountId);
       const res = await request({ email: 'lost@example.com' });
       assert.equal(res.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const mail = t.smtp.last('Lost@Example.com');
       assert.equal(mail.subject, 'Reset your password');
       const ticket = mail.headers.get('x-ticket') as string;
@@ -70,7 +70,7 @@ for (const kind of dbKinds()) {
       const res = await request({ email: 'nobody@example.com' });
       assert.equal(res.statusCode, 204);
       assert.equal(res.body, '');
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.messages.length, 0);
     });
 
@@ -78,13 +78,13 @@ for (const kind of dbKinds()) {
       await createAccount(t, { email: 'sleeping@example.com', password: 'x-password', active: false });
       t.smtp.clear();
       assert.equal((await request({ email: 'sleeping@example.com' })).statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.messages.length, 0);
     });
 
     it('refuses an expired ticket with 401 (injected clock)', async () => {
       await request({ email: 'lost@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const ticket = t.smtp.last('lost@example.com').headers.get('x-ticket') as string;
       t.clock.advance(61 * 60_000);
       const res = await change({ ticket, new_password: 'late-password' });
@@ -94,10 +94,10 @@ for (const kind of dbKinds()) {
 
     it('only the latest reset link works', async () => {
       await request({ email: 'lost@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const first = t.smtp.last('lost@example.com').headers.get('x-ticket') as string;
       await request({ email: 'lost@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const second = t.smtp.last('lost@example.com').headers.get('x-ticket') as string;
       assert.notEqual(first, second);
       assert.equal((await change({ ticket: first, new_password: 'pw-one' })).statusCode, 401);
@@ -110,7 +110,7 @@ for (const kind of dbKinds()) {
         password: 'old-password',
       });
       assert.equal((await request({ email: 'mover@example.com' })).statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const ticket = t.smtp.last('mover@example.com').headers.get('x-ticket') as string;
       const { jwt } = await signIn(t, moved);
       const changed = await t.app.inject({
@@ -147,7 +147,7 @@ for (const kind of dbKinds()) {
       assert.equal(bad.json().code, 'REDIRECT_NOT_ALLOWED');
       const good = await request({ email: 'lost@example.com', redirect_to: 'https://app.example.org/reset' });
       assert.equal(good.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('lost@example.com').text, 'example.org');
       assert.equal(link.origin + link.pathname, 'https://app.example.org/reset');
     });
@@ -157,7 +157,7 @@ for (const kind of dbKinds()) {
       t.smtp.refuse = true;
       try {
         assert.equal((await request({ email: 'lost@example.com' })).statusCode, 204);
-        await t.ctx.mailer.idle();
+        await t.ctx.tasks.idle();
       } finally {
         t.smtp.refuse = false;
       }
@@ -201,7 +201,7 @@ describe('emails per address are limited', () => {
         }
         assert.deepEqual(codes, [204, 204, 429], email);
       }
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.to('known@example.com').length, 2);
     } finally {
       await t.close();

@@ -60,7 +60,7 @@ for (const kind of dbKinds()) {
       assert.equal(res.statusCode, 200);
       assert.deepEqual(res.json(), { magicLink: true });
       assert.equal(res.headers['set-cookie'], undefined, 'no cookie on the login answer (HBP D1)');
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const mail = t.smtp.last('magic@example.com');
       assert.equal(mail.subject, 'Secure log in link');
       const link = findLink(mail.text, 'action=log-in');
@@ -78,13 +78,13 @@ for (const kind of dbKinds()) {
       t.smtp.clear();
       const res = await post('/auth/login', { email: 'stranger@example.com' });
       assert.deepEqual(res.json(), { magicLink: true });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.messages.length, 0);
     });
 
     it('refuses an expired link (15 minutes by default, injected clock)', async () => {
       await post('/auth/login', { email: 'magic@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('magic@example.com').text, '/auth/magic-link');
       t.clock.advance(15 * 60_000 + 1000);
       const res = await t.app.inject({ method: 'GET', url: pathOf(link) });
@@ -93,7 +93,7 @@ for (const kind of dbKinds()) {
 
     it('refuses a link whose action was changed', async () => {
       await post('/auth/login', { email: 'magic@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('magic@example.com').text, '/auth/magic-link');
       link.searchParams.set('action', 'register');
       assert.equal((await t.app.inject({ method: 'GET', url: pathOf(link) })).statusCode, 401);
@@ -107,7 +107,7 @@ for (const kind of dbKinds()) {
       assert.equal(bad.statusCode, 400);
       assert.equal(bad.json().code, 'REDIRECT_NOT_ALLOWED');
       await post('/auth/login', { email: 'magic@example.com', redirect_to: 'http://localhost:5173/cb' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('magic@example.com').text, '/auth/magic-link');
       const res = await t.app.inject({ method: 'GET', url: pathOf(link) });
       assert.equal(res.statusCode, 302);
@@ -121,7 +121,7 @@ for (const kind of dbKinds()) {
         `UPDATE auth.accounts SET mfa_enabled = true WHERE email = 'mfa@example.com'`,
       );
       await post('/auth/login', { email: 'mfa@example.com' });
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('mfa@example.com').text, '/auth/magic-link');
       const res = await t.app.inject({ method: 'GET', url: pathOf(link) });
       assert.equal(res.statusCode, 302);
@@ -171,7 +171,7 @@ for (const kind of dbKinds()) {
       t.clock.advance(16 * 60_000);
       assert.equal(await liveTickets(t, accountId, 'magic-link'), 0);
       assert.equal((await post('/auth/activate/resend', { email: 'late@example.com' })).statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const link = findLink(t.smtp.last('late@example.com').text, 'action=register');
       assert.equal((await t.app.inject({ method: 'GET', url: pathOf(link) })).statusCode, 302);
       assert.equal((await accountRow(t, accountId))?.active, true);
@@ -222,7 +222,7 @@ describe('magic links switched off', () => {
       });
       assert.equal(login.statusCode, 400);
       assert.match(login.json().message, /"password" is required/);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       assert.equal(t.smtp.messages.length, 0);
     } finally {
       await t.close();

@@ -59,7 +59,7 @@ describe('mailer over SMTP', () => {
     for (const template of TEMPLATE_NAMES) {
       const to = `${template}@example.com`;
       const link = `http://localhost:3000/${template}?ticket=abc`;
-      await mailer.send({ to, template, locals: { ...locals, link }, headers: { 'X-Ticket': 'abc' } });
+      await mailer.deliver({ to, template, locals: { ...locals, link }, headers: { 'X-Ticket': 'abc' } });
       const m = smtp.last(to);
       assert.ok(m.subject.length > 0, template);
       assert.equal(findLink(m.text, `/${template}`).href, link);
@@ -81,7 +81,7 @@ describe('mailer over SMTP', () => {
     smtp.refuse = true;
     try {
       await assert.rejects(
-        mailer.send({ to: 'x@example.com', template: 'lost-password', locals }),
+        mailer.deliver({ to: 'x@example.com', template: 'lost-password', locals }),
         (e: unknown) => e instanceof AppError && e.code === 'EMAIL_UNAVAILABLE' && e.statusCode === 503,
       );
     } finally {
@@ -95,7 +95,7 @@ describe('mailer over SMTP', () => {
     await smtp.stop();
     try {
       await assert.rejects(
-        mailer.send({ to: 'x@example.com', template: 'lost-password', locals }),
+        mailer.deliver({ to: 'x@example.com', template: 'lost-password', locals }),
         (e: unknown) => e instanceof AppError && e.code === 'EMAIL_UNAVAILABLE',
       );
     } finally {
@@ -103,7 +103,7 @@ describe('mailer over SMTP', () => {
       await mailer.close();
     }
     const again = createMailer(config(), { log: silent });
-    await again.send({ to: 'back@example.com', template: 'lost-password', locals });
+    await again.deliver({ to: 'back@example.com', template: 'lost-password', locals });
     assert.equal(smtp.to('back@example.com').length, 1);
     await again.close();
   });
@@ -118,7 +118,7 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
         log,
       });
       assert.equal(mailer.mode, 'outbox');
-      await mailer.send({
+      await mailer.deliver({
         to: 'ada@example.com',
         template: 'activate-account',
         locals,
@@ -161,8 +161,9 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
   it('refuses every send with EMAILS_DISABLED when EMAILS_ENABLED is false', async () => {
     const mailer = createMailer(configFrom({ EMAILS_ENABLED: false }), { log: silent });
     assert.equal(mailer.mode, 'disabled');
+    assert.equal(mailer.sends, false);
     await assert.rejects(
-      mailer.send({ to: 'a@example.com', template: 'magic-link', locals }),
+      mailer.deliver({ to: 'a@example.com', template: 'magic-link', locals }),
       (e: unknown) => e instanceof AppError && e.code === 'EMAILS_DISABLED',
     );
   });

@@ -47,7 +47,7 @@ for (const kind of dbKinds()) {
     const resend = async (email: string) => {
       const res = await t.app.inject({ method: 'POST', url: '/auth/activate/resend', payload: { email } });
       assert.equal(res.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
     };
     const login = (email: string, password: string) =>
       t.app.inject({ method: 'POST', url: '/auth/login', payload: { email, password, cookie: false } });
@@ -82,7 +82,7 @@ for (const kind of dbKinds()) {
         payload: { email },
       });
       assert.equal(req.statusCode, 204);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const ticket = t.smtp.last(email).headers.get('x-ticket');
       const res = await t.app.inject({
         method: 'POST',

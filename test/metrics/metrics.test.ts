@@ -280,7 +280,7 @@ for (const kind of dbKinds()) {
         payload: { email: u.email },
       });
       assert.equal(asked.statusCode, 204, asked.body);
-      await t.ctx.mailer.idle();
+      await t.ctx.tasks.idle();
       const now = await scrape(t);
       const sent = { outcome: 'sent', mode: 'outbox', template: 'lost-password' };
       assert.equal(

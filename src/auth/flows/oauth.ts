@@ -15,11 +15,11 @@
  *   whoever made it). All of it happens in one transaction with the session or the MFA ticket.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import { type AccountRow, findAccountById, insertAccount, lockAccountByEmail } from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
 import { SecretBox, SecretBoxError } from '../mfa/secret-box.ts';
 import { getWithToken, invalidResponse, jsonObject, type ProviderHttp } from '../oauth/http.ts';
 import {
@@ -53,10 +53,10 @@ import {
   type ProviderRequest,
 } from '../oauth/requests-store.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
-import { chooseRoles, completeRegistration } from '../registration.ts';
 import { sha256Hex } from '../secrets.ts';
 import { issueSession, type Session } from '../sessions.ts';
 import { issueTicket } from '../tickets-store.ts';
+import { chooseRoles, completeRegistration } from './registration.ts';
 
 /** The enabled providers with their discovery caches; one per app. */
 export class ProviderRegistry {
@@ -64,7 +64,7 @@ export class ProviderRegistry {
   readonly http: ProviderHttp;
   private readonly issuers = new Map<ProviderName, OidcIssuer>();
 
-  constructor(ctx: Pick<AppContext, 'config' | 'clock'>) {
+  constructor(ctx: Pick<AuthDeps, 'config' | 'clock'>) {
     this.providers = enabledProviders(ctx.config);
     this.http = { timeoutMs: ctx.config.PROVIDER_REQUEST_TIMEOUT };
     for (const p of this.providers.values()) {
@@ -88,14 +88,14 @@ export class ProviderRegistry {
   }
 }
 
-/** The app context plus the provider registry and the box that seals provider tokens. */
-export interface OAuthDeps extends AppContext {
+/** The auth dependencies plus the provider registry and the box that seals provider tokens. */
+export interface OAuthDeps extends AuthDeps {
   readonly registry: ProviderRegistry;
   readonly box: SecretBox;
 }
 
 /** The URL registered with each provider as its redirect (callback) URL. */
-export function callbackUrl(deps: Pick<AppContext, 'config'>, provider: ProviderName): string {
+export function callbackUrl(deps: Pick<AuthDeps, 'config'>, provider: ProviderName): string {
   return `${deps.config.SERVER_URL.replace(/\/+$/, '')}/auth/providers/${provider}/callback`;
 }
 
@@ -535,6 +535,6 @@ export async function unlinkProvider(
 }
 
 /** The box of provider tokens: the MFA secret box (same key, same rotation). */
-export function providerTokenBox(ctx: Pick<AppContext, 'config'>): SecretBox {
+export function providerTokenBox(ctx: Pick<AuthDeps, 'config'>): SecretBox {
   return SecretBox.fromConfig(ctx.config);
 }

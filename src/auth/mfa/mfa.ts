@@ -9,9 +9,9 @@
  * - Secrets are encrypted at rest (see secret-box.ts).
  */
 import QRCode from 'qrcode';
-import type { AppContext } from '../../context.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { SessionDeps } from '../deps.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
 import { issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
@@ -22,8 +22,8 @@ import { base32Decode, base32Encode, generateSecret, otpauthUri, verifyTotp } fr
 /** Codes one login ticket allows; the next attempt finds the ticket dead, even with the right code. */
 export const MFA_TICKET_MAX_ATTEMPTS = 5;
 
-/** The app context plus the box that encrypts secrets. */
-export interface MfaDeps extends AppContext {
+/** What sessions need, plus the box that encrypts secrets. */
+export interface MfaDeps extends SessionDeps {
   readonly box: SecretBox;
 }
 
@@ -190,7 +190,9 @@ export async function completeMfaLogin(deps: MfaDeps, ticket: string, code: stri
  * after one start with a new MFA_ENCRYPTION_KEY the old one can be dropped. Secrets that cannot be
  * opened (their key is not configured) are left alone and counted.
  */
-export async function resealSecrets(deps: MfaDeps): Promise<{ resealed: number; unreadable: number }> {
+export async function resealSecrets(
+  deps: Pick<MfaDeps, 'db' | 'box'>,
+): Promise<{ resealed: number; unreadable: number }> {
   const prefix = `gh1:${deps.box.currentKeyId}:`;
   let afterId: string | null = null;
   let resealed = 0;

@@ -3,32 +3,32 @@
  * for activation. Always 204, whether or not such an account exists; the email goes out after the answer.
  */
 
-import type { Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { resendActivation } from '../../mail/flows/activation.ts';
-import { checkRedirect, EmailLinkRequest } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
-import { errors, NoContent } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { resendActivation } from '../flows/registration.ts';
+import { checkRedirect, EmailLinkRequest } from '../redirects.ts';
+import { NoContent } from '../schemas.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 const Body = EmailLinkRequest;
 
-export async function activateResendRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.post<{ Body: Static<typeof Body> }>(
+export const activateResendRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/activate/resend',
     {
       schema: {
         summary: 'Send the activation link again (204 whether or not the account exists)',
         tags: ['auth', 'email'],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 429) },
+        response: { 204: NoContent, ...errorResponses(400, 429) },
       },
-      preHandler: async (request) => consumeEmailQuota(app, ctx.config, request.body.email),
+      preHandler: async (request) => consumeEmailQuota(app, deps.config, request.body.email),
     },
     async (request, reply) => {
-      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      resendActivation(ctx, { email: request.body.email, redirectTo });
-      return reply.code(204).send();
+      const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
+      resendActivation(deps, { email: request.body.email, redirectTo });
+      return reply.code(204).send(null);
     },
   );
-}
+};

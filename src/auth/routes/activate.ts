@@ -3,13 +3,14 @@
  * REDIRECT_URL_SUCCESS with `refresh_token` added. A bad ticket redirects to REDIRECT_URL_ERROR, or
  * answers 401 when that is not set. `cookie=false` skips the session cookies (HBP's schema refused it).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
-import { activateWithTicket } from '../registration.ts';
-import { CookieFlag, errors, Session, Ticket } from '../schemas.ts';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { activateWithTicket } from '../flows/registration.ts';
+import { CookieFlag, Session, Ticket } from '../schemas.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 /** Adds a query parameter to a configured URL, keeping its own query and fragment. */
 export function withParam(target: string, name: string, value: string): string {
@@ -23,8 +24,8 @@ export function withParam(target: string, name: string, value: string): string {
   }
 }
 
-export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+export const activateRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.get(
     '/activate',
     {
       schema: {
@@ -37,16 +38,16 @@ export async function activateRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         response: {
           200: { ...Session, description: 'Only without REDIRECT_URL_SUCCESS (development): the session.' },
           302: Type.Null({ description: 'Redirect to REDIRECT_URL_SUCCESS or REDIRECT_URL_ERROR' }),
-          ...errors(400, 401, 429, 500),
+          ...errorResponses(400, 401, 429, 500),
         },
       },
     },
     async (request, reply) => {
-      assertLinkTargetConfigured(ctx);
-      const activated = await activateWithTicket(ctx, request.query.ticket);
-      if (!activated) return linkFailed(ctx, reply, 'INVALID_TICKET');
+      assertLinkTargetConfigured(deps);
+      const activated = await activateWithTicket(deps, request.query.ticket);
+      if (!activated) return linkFailed(deps, reply, 'INVALID_TICKET');
       // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.
-      return linkSucceeded(ctx, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
+      return linkSucceeded(deps, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);
     },
   );
-}
+};

@@ -3,31 +3,32 @@
  * step. No sign-in needed: the ticket proves the new address.
  */
 
-import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { confirmEmailChange } from '../../mail/flows/email-change.ts';
-import { errors, NoContent, Ticket } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { confirmEmailChange } from '../flows/email-change.ts';
+import { NoContent, Ticket } from '../schemas.ts';
 
 const Body = Type.Object({ ticket: Ticket }, { additionalProperties: false });
 
-export async function changeEmailChangeRoute(
-  app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
-): Promise<void> {
-  app.post<{ Body: Static<typeof Body> }>(
+export const changeEmailChangeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
+  app,
+  { deps },
+) => {
+  app.post(
     '/change-email/change',
     {
       schema: {
         summary: 'Confirm an email change with the emailed ticket',
         tags: ['auth', 'email'],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 503) },
       },
     },
     async (request, reply) => {
-      await confirmEmailChange(ctx, request.body.ticket);
-      return reply.code(204).send();
+      await confirmEmailChange(deps, request.body.ticket);
+      return reply.code(204).send(null);
     },
   );
-}
+};

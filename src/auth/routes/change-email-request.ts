@@ -1,17 +1,18 @@
 /**
  * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address. 503 and no
  * pending change when the email cannot be sent. A sensitive change: a recent sign-in or the current
- * `password`. A taken address is answered like a free one (see mail/flows/email-change.ts).
+ * `password`. A taken address is answered like a free one (see auth/flows/email-change.ts).
  */
 
-import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { requestEmailChange } from '../../mail/flows/email-change.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
-import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { requestEmailChange } from '../flows/email-change.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
+import { Email, NoContent, ReauthPassword } from '../schemas.ts';
 import { ownSignIn, reauthentication } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
 const Body = Type.Object(
   {
@@ -22,11 +23,11 @@ const Body = Type.Object(
   { additionalProperties: false },
 );
 
-export async function changeEmailRequestRoute(
-  app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
-): Promise<void> {
-  app.post<{ Body: Static<typeof Body> }>(
+export const changeEmailRequestRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
+  app,
+  { deps },
+) => {
+  app.post(
     '/change-email/request',
     {
       schema: {
@@ -36,20 +37,20 @@ export async function changeEmailRequestRoute(
         tags: ['auth', 'email'],
         security: [{ bearer: [] }],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
     },
     async (request, reply) => {
-      const who = await request.requireUser();
-      await consumeEmailQuota(app, ctx.config, request.body.new_email);
-      const redirectTo = checkRedirect(ctx.config, request.body.redirect_to);
-      await requestEmailChange(ctx, who['user-id'], {
+      const who = request.user;
+      await consumeEmailQuota(app, deps.config, request.body.new_email);
+      const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
+      await requestEmailChange(deps, who['user-id'], {
         newEmail: request.body.new_email,
         redirectTo,
         own: ownSignIn(request),
         reauth: reauthentication(request, request.body.password),
       });
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     },
   );
-}
+};

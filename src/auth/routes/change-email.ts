@@ -1,19 +1,20 @@
 /**
  * POST /auth/change-email: the signed-in caller changes their email without verification
  * (VERIFY_EMAILS=false). A sensitive change: a recent sign-in or the current `password`. A taken address
- * is answered like a free one (see mail/flows/email-change.ts).
+ * is answered like a free one (see auth/flows/email-change.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { changeEmailDirectly } from '../../mail/flows/email-change.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
-import { Email, errors, NoContent, ReauthPassword } from '../schemas.ts';
-import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
-export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { changeEmailDirectly } from '../flows/email-change.ts';
+import { Email, NoContent, ReauthPassword } from '../schemas.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
+
+export const changeEmailRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/change-email',
     {
       schema: {
@@ -26,15 +27,15 @@ export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: App
           { new_email: Email, password: Type.Optional(ReauthPassword) },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       // A taken address makes its mailbox get an email: limited per address like every such route.
-      await consumeEmailQuota(app, ctx.config, request.body.new_email);
-      await changeEmailDirectly(ctx, who['user-id'], {
+      await consumeEmailQuota(app, deps.config, request.body.new_email);
+      await changeEmailDirectly(deps, who['user-id'], {
         newEmail: request.body.new_email,
         own: ownSignIn(request),
         reauth: reauthentication(request, request.body.password),
@@ -42,4 +43,4 @@ export async function changeEmailRoute(app: FastifyInstance, { ctx }: { ctx: App
       return reply.code(204).send(null);
     },
   );
-}
+};

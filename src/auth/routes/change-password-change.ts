@@ -3,33 +3,34 @@
  * ticket and ends every session of the account.
  */
 
-import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { resetPassword } from '../../mail/flows/password-reset.ts';
-import { errors, NoContent, Password, Ticket } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { resetPassword } from '../flows/password-reset.ts';
+import { NoContent, Password, Ticket } from '../schemas.ts';
 
-export async function changePasswordChangeRoute(
-  app: FastifyInstance,
-  { ctx }: { ctx: AppContext },
-): Promise<void> {
+export const changePasswordChangeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
+  app,
+  { deps },
+) => {
   const Body = Type.Object(
-    { ticket: Ticket, new_password: Password(ctx.config.MIN_PASSWORD_LENGTH) },
+    { ticket: Ticket, new_password: Password(deps.config.MIN_PASSWORD_LENGTH) },
     { additionalProperties: false },
   );
-  app.post<{ Body: Static<typeof Body> }>(
+  app.post(
     '/change-password/change',
     {
       schema: {
         summary: 'Reset the password with the emailed ticket (ends every session)',
         tags: ['auth', 'email'],
         body: Body,
-        response: { 204: NoContent, ...errors(400, 401, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 503) },
       },
     },
     async (request, reply) => {
-      await resetPassword(ctx, { ticket: request.body.ticket, newPassword: request.body.new_password });
-      return reply.code(204).send();
+      await resetPassword(deps, { ticket: request.body.ticket, newPassword: request.body.new_password });
+      return reply.code(204).send(null);
     },
   );
-}
+};

@@ -3,17 +3,16 @@
  * the account has one; an account without one needs a recent sign-in. Every other session of the account
  * ends. Wrong `old_password`s are limited like wrong passwords at login (http/guesses.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
+import { AppError, errorResponses } from '../../errors.ts';
 import { changePassword } from '../accounts.ts';
-import { CurrentPassword, errors, NoContent, Password } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { CurrentPassword, NoContent, Password } from '../schemas.ts';
 import { bodyDefaultsToObject, ownSignIn, reauthentication } from './common.ts';
 
-export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const changePasswordRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/change-password',
     {
       schema: {
@@ -23,16 +22,16 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
         body: Type.Object(
           {
             old_password: Type.Optional(CurrentPassword),
-            new_password: Password(ctx.config.MIN_PASSWORD_LENGTH),
+            new_password: Password(deps.config.MIN_PASSWORD_LENGTH),
           },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
+      const who = request.user;
       // A wrong old_password is a password guess (by whoever holds the access token): it counts against
       // the same limits as a wrong password at login, for this account and address.
       const guess =
@@ -40,7 +39,7 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
           ? undefined
           : await app.guesses.begin(`user:${who['user-id']}`, request.ip);
       try {
-        await changePassword(ctx, who['user-id'], {
+        await changePassword(deps, who['user-id'], {
           oldPassword: request.body.old_password,
           newPassword: request.body.new_password,
           own: ownSignIn(request),
@@ -55,4 +54,4 @@ export async function changePasswordRoute(app: FastifyInstance, { ctx }: { ctx: 
       return reply.code(204).send(null);
     },
   );
-}
+};

@@ -33,14 +33,14 @@ export function presentedRefreshToken(
 
 /**
  * How the caller names its own sign-in (kept when a security change ends the others): the refresh token it
- * presents, and the issue time of its access token. Call after requireUser(), which verified that token.
+ * presents, and the issue time of its access token. Call in a signed-in route, whose hook verified that token.
  */
 export function ownSignIn(request: FastifyRequest): OwnSignIn {
   const token = presentedAccessToken(request);
   const iat = token === undefined ? undefined : decodeJwt(token).iat;
   return {
     // Names only the sign-in to keep, so no CSRF check: the credential is the access token that
-    // requireUser() verified (and checked for CSRF when it came from a cookie).
+    // signed-in context's hook verified (and checked for CSRF when it came from a cookie).
     refreshToken: signedCookie(request, REFRESH_COOKIE),
     accessTokenIat: typeof iat === 'number' ? iat : undefined,
   };
@@ -48,7 +48,7 @@ export function ownSignIn(request: FastifyRequest): OwnSignIn {
 
 /**
  * The proof a request offers for a sensitive change (see auth/reauth.ts): the sign-in instant its access
- * token carries and the `password` it sent. Call after requireUser(), which verified that token.
+ * token carries and the `password` it sent. Call in a signed-in route, whose hook verified that token.
  */
 export function reauthentication(request: FastifyRequest, password: string | undefined): Reauthentication {
   const token = presentedAccessToken(request);

@@ -3,18 +3,17 @@
  * row goes, and with it the account, roles, sessions and tickets (HBP left public.users behind). A
  * sensitive change: a recent sign-in or the current `password` (auth/reauth.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
+import { errorResponses } from '../../errors.ts';
 import { deleteOwnAccount } from '../accounts.ts';
-import { errors, NoContent, ReauthPassword } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { NoContent, ReauthPassword } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
 import { bodyDefaultsToObject, reauthentication } from './common.ts';
 
-export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const deleteRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/delete',
     {
       schema: {
@@ -22,16 +21,16 @@ export async function deleteRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
         summary: 'Delete the signed-in user’s account',
         security: [{ bearer: [] }],
         body: Type.Object({ password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 403, 404, 429, 503) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429, 503) },
       },
       preValidation: bodyDefaultsToObject,
+      // HBP's answer to a caller who is not signed in.
+      config: { anonymousError: 'CANNOT_DELETE_ACCOUNT' },
     },
     async (request, reply) => {
-      const who = await request.identity();
-      if (!who) throw new AppError('CANNOT_DELETE_ACCOUNT');
-      await deleteOwnAccount(ctx, who['user-id'], reauthentication(request, request.body.password));
-      clearSessionCookies(reply, ctx.config);
+      await deleteOwnAccount(deps, request.user['user-id'], reauthentication(request, request.body.password));
+      clearSessionCookies(reply, deps.config);
       return reply.code(204).send(null);
     },
   );
-}
+};

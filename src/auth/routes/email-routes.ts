@@ -3,7 +3,8 @@
  * answers 404 like any unknown path). Routes whose only job is to send an email also need EMAILS_ENABLED.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import { signedInContext } from '../../http/identity.ts';
+import type { AuthDeps } from '../deps.ts';
 import { activateResendRoute } from './activate-resend.ts';
 import { changeEmailChangeRoute } from './change-email-change.ts';
 import { changeEmailRequestRoute } from './change-email-request.ts';
@@ -11,14 +12,19 @@ import { changePasswordChangeRoute } from './change-password-change.ts';
 import { changePasswordRequestRoute } from './change-password-request.ts';
 import { magicLinkRoute } from './magic-link.ts';
 
-export async function emailRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const c = opts.ctx.config;
-  const sends = opts.ctx.mailer.mode !== 'disabled';
+export async function emailRoutes(app: FastifyInstance, opts: { deps: AuthDeps }): Promise<void> {
+  const c = opts.deps.config;
+  const sends = opts.deps.mailer.sends;
   if (c.MAGIC_LINK_ENABLED) await app.register(magicLinkRoute, opts);
   if (sends && (!c.AUTO_ACTIVATE_NEW_USERS || c.MAGIC_LINK_ENABLED))
     await app.register(activateResendRoute, opts);
   if (c.CHANGE_EMAIL_ENABLED && c.VERIFY_EMAILS) {
-    if (sends) await app.register(changeEmailRequestRoute, opts);
+    if (sends) {
+      await app.register(async (signedIn) => {
+        signedInContext(signedIn);
+        await signedIn.register(changeEmailRequestRoute, opts);
+      });
+    }
     await app.register(changeEmailChangeRoute, opts);
   }
   if (c.LOST_PASSWORD_ENABLED) {

@@ -1,12 +1,15 @@
 /**
  * The /auth route group. Each route lives in its own file (schema at the top, a short handler that calls
  * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path.
+ * Public routes are registered here; routes for a signed-in caller in a context of their own, whose hook
+ * authenticates the caller (and checks CSRF for cookie credentials) before any of their handlers runs.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import { signedInContext } from '../../http/identity.ts';
+import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
-import { ensureAuthSchema } from '../startup.ts';
+import type { SecretBox } from '../mfa/secret-box.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
@@ -20,24 +23,34 @@ import { registerRoute } from './register.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
-export async function authRoutes(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const c = opts.ctx.config;
-  await ensureAuthSchema(opts.ctx);
+export async function authRoutes(
+  app: FastifyInstance,
+  opts: { deps: AuthDeps; mfaBox: SecretBox | undefined },
+): Promise<void> {
+  const { deps } = opts;
+  const c = deps.config;
   // Unknown and switched-off /auth paths answer inside this group, so they carry its no-cache headers too.
   app.setNotFoundHandler(async () => {
     throw new AppError('NOT_FOUND');
   });
-  await app.register(registerRoute, opts);
-  await app.register(loginRoute, opts);
-  await app.register(logoutRoute, opts);
-  await app.register(activateRoute, opts);
-  await app.register(tokenRefreshRoute, opts);
-  await app.register(tokenRevokeRoute, opts);
-  await app.register(changePasswordRoute, opts);
-  await app.register(jwksRoute, opts);
-  if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await app.register(changeEmailRoute, opts);
-  if (c.ALLOW_USER_SELF_DELETE) await app.register(deleteRoute, opts);
-  if (c.MFA_ENABLED) await app.register(mfaRoutes, { ...opts, prefix: '/mfa' });
-  await app.register(emailRoutes, opts);
-  await app.register(providerRoutes, opts);
+  await app.register(registerRoute, { deps });
+  await app.register(loginRoute, { deps });
+  await app.register(logoutRoute, { deps });
+  await app.register(activateRoute, { deps });
+  await app.register(tokenRefreshRoute, { deps });
+  await app.register(jwksRoute, { deps });
+  // Routes for the signed-in caller only: their context's hook authenticates (http/identity.ts).
+  await app.register(async (signedIn) => {
+    signedInContext(signedIn);
+    await signedIn.register(tokenRevokeRoute, { deps });
+    await signedIn.register(changePasswordRoute, { deps });
+    if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
+    if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
+  });
+  if (c.MFA_ENABLED) {
+    if (!opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
+    await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });
+  }
+  await app.register(emailRoutes, { deps });
+  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
 }

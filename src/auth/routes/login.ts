@@ -4,26 +4,41 @@
  * `x-admin-secret`). Wrong passwords and admin secrets are limited per (account, client address) with
  * growing waits, and per client address (http/guesses.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { type TObject, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import { AppError, errorResponses } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
-import { requestMagicLogin } from '../../mail/flows/magic-link.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
-import { consumeEmailQuota } from '../../mail/quota.ts';
+import { type ConfiguredSchema, configuredSchema } from '../../http/schema.ts';
 import { countSignInFailures, signInEvent } from '../../metrics/events.ts';
 import { loginAnonymously, loginWithPassword } from '../accounts.ts';
-import { CookieFlag, CurrentPassword, Email, errors, Session } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { requestMagicLogin } from '../flows/magic-link.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
+import { CookieFlag, CurrentPassword, Email, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
+import { consumeEmailQuota } from './email-quota.ts';
 
-function bodySchema(ctx: AppContext): TObject {
-  const c = ctx.config;
+/** Every field some configuration accepts, each optional: what the handler may find in a body. */
+const LoginFields = Type.Object({
+  email: Type.Optional(Email),
+  password: Type.Optional(CurrentPassword),
+  cookie: Type.Optional(CookieFlag),
+  redirect_to: Type.Optional(RedirectTo),
+  anonymous: Type.Optional(Type.Boolean()),
+});
+type LoginBody = Static<typeof LoginFields>;
+
+/**
+ * The body this configuration accepts: fields whose feature is off are refused, and `email` and
+ * `password` are required unless another proof can stand in for them. Validated as built here; typed as
+ * LoginFields, so the handler checks what the settings made optional.
+ */
+function bodySchema(deps: AuthDeps): ConfiguredSchema<LoginBody> {
+  const c = deps.config;
   // The password is optional when another proof can stand in for it.
   const passwordOptional = c.MAGIC_LINK_ENABLED || c.USER_IMPERSONATION_ENABLED || c.ANONYMOUS_USERS_ENABLED;
-  return Type.Object(
+  const schema = Type.Object(
     {
       email: c.ANONYMOUS_USERS_ENABLED ? Type.Optional(Email) : Email,
       password: passwordOptional ? Type.Optional(CurrentPassword) : CurrentPassword,
@@ -37,14 +52,7 @@ function bodySchema(ctx: AppContext): TObject {
     },
     { additionalProperties: false },
   );
-}
-
-interface LoginBody {
-  email?: string;
-  password?: string;
-  cookie?: boolean;
-  anonymous?: boolean;
-  redirect_to?: string;
+  return configuredSchema<LoginBody>(schema);
 }
 
 const MfaRequired = Type.Object({ mfa: Type.Literal(true), ticket: Type.String({ format: 'uuid' }) });
@@ -53,9 +61,9 @@ const MagicLinkSent = Type.Object(
   { description: 'No password and MAGIC_LINK_ENABLED: a link is emailed if the account exists.' },
 );
 
-export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  const c = deps.config;
+  app.post(
     '/login',
     {
       schema: {
@@ -63,10 +71,10 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         summary: 'Sign in with email and password',
         description:
           'Returns a session, or `{mfa: true, ticket}` when the account has MFA (finish with POST /auth/mfa/totp). Unknown email and wrong password give the same 401.',
-        body: bodySchema(ctx),
+        body: bodySchema(deps),
         response: {
           200: Type.Union([Session, MfaRequired, MagicLinkSent]),
-          ...errors(400, 401, 404, 429, 501, 503),
+          ...errorResponses(400, 401, 404, 429, 501, 503),
         },
       },
       preValidation: bodyDefaultsToObject,
@@ -80,15 +88,15 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       },
     },
     async (request, reply) => {
-      const body = request.body as LoginBody;
+      const { body } = request;
       const useCookie = body.cookie ?? true;
       if (body.anonymous === true) {
         if (body.email !== undefined || body.password !== undefined) {
           throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
         }
-        const session = await loginAnonymously(ctx);
+        const session = await loginAnonymously(deps);
         signInEvent('anonymous', 'success');
-        return sendSession(reply, c, session, useCookie, ctx.clock.now());
+        return sendSession(reply, c, session, useCookie, deps.clock.now());
       }
       if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
       const adminSecret = request.headers['x-admin-secret'];
@@ -96,7 +104,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
         if (c.MAGIC_LINK_ENABLED) {
           // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
           await consumeEmailQuota(app, c, body.email);
-          requestMagicLogin(ctx, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
+          requestMagicLogin(deps, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
           return { magicLink: true as const };
         }
         throw new AppError('VALIDATION', '"password" is required');
@@ -111,7 +119,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       );
       let result: Awaited<ReturnType<typeof loginWithPassword>>;
       try {
-        result = await loginWithPassword(ctx, {
+        result = await loginWithPassword(deps, {
           email: body.email,
           password: body.password,
           adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
@@ -124,7 +132,7 @@ export async function loginRoute(app: FastifyInstance, { ctx }: { ctx: AppContex
       await guess.succeeded();
       signInEvent('password', result.kind === 'mfa' ? 'mfa_required' : 'success');
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
-      return sendSession(reply, c, result.session, useCookie, ctx.clock.now());
+      return sendSession(reply, c, result.session, useCookie, deps.clock.now());
     },
   );
-}
+};

@@ -3,12 +3,11 @@
  * cookie), or with `all: true` every session of its account. The session cookies are cleared. Access
  * tokens already issued stay valid until they expire (they are not tracked server-side).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
-import { errors, NoContent } from '../schemas.ts';
+import { AppError, errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { NoContent } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
 import { endAllSessions, endSession, sessionOf } from '../sessions.ts';
 import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
@@ -18,8 +17,8 @@ export const RefreshTokenQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/logout',
     {
       schema: {
@@ -30,7 +29,7 @@ export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
           { all: Type.Optional(Type.Boolean({ description: 'true: end every session of the account.' })) },
           { additionalProperties: false },
         ),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429) },
       },
       preValidation: bodyDefaultsToObject,
     },
@@ -38,14 +37,14 @@ export async function logoutRoute(app: FastifyInstance, { ctx }: { ctx: AppConte
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
       // Cookies belong to the sign-in they carry; a token given in the query leaves them alone (§4.3).
-      if (token.source === 'cookie') clearSessionCookies(reply, ctx.config);
+      if (token.source === 'cookie') clearSessionCookies(reply, deps.config);
       if (request.body.all === true) {
-        const session = await sessionOf(ctx, token.value);
-        if (session) await endAllSessions(ctx, session.accountId);
+        const session = await sessionOf(deps, token.value);
+        if (session) await endAllSessions(deps, session.accountId);
       } else {
-        await endSession(ctx, token.value);
+        await endSession(deps, token.value);
       }
       return reply.code(204).send(null);
     },
   );
-}
+};

@@ -4,13 +4,14 @@
  * documentation slip).
  */
 
-import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { followMagicLink } from '../../mail/flows/magic-link.ts';
-import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from '../../mail/link-response.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
 import { signInEvent } from '../../metrics/events.ts';
-import { CookieFlag, errors, Session } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { followMagicLink } from '../flows/magic-link.ts';
+import { CookieFlag, Session } from '../schemas.ts';
+import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 const Query = Type.Object(
   {
@@ -21,8 +22,8 @@ const Query = Type.Object(
   { additionalProperties: false },
 );
 
-export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.get<{ Querystring: Static<typeof Query> }>(
+export const magicLinkRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.get(
     '/magic-link',
     {
       schema: {
@@ -34,20 +35,20 @@ export async function magicLinkRoute(app: FastifyInstance, { ctx }: { ctx: AppCo
             description: 'Only without REDIRECT_URL_SUCCESS (development): the session as JSON.',
           }),
           302: Type.Null({ description: 'Redirect to the success (or error) URL' }),
-          ...errors(400, 401, 404, 500),
+          ...errorResponses(400, 401, 404, 500),
         },
       },
     },
     async (request, reply) => {
       const { token, action, cookie } = request.query;
-      assertLinkTargetConfigured(ctx);
-      const outcome = await followMagicLink(ctx, { token, action });
+      assertLinkTargetConfigured(deps);
+      const outcome = await followMagicLink(deps, { token, action });
       signInEvent(
         'magic_link',
         !outcome ? 'invalid_code' : outcome.kind === 'mfa' ? 'mfa_required' : 'success',
       );
-      if (!outcome) return linkFailed(ctx, reply, 'INVALID_TOKEN');
-      return linkSucceeded(ctx, reply, outcome, cookie !== false);
+      if (!outcome) return linkFailed(deps, reply, 'INVALID_TOKEN');
+      return linkSucceeded(deps, reply, outcome, cookie !== false);
     },
   );
-}
+};

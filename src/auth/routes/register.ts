@@ -1,19 +1,23 @@
 /**
  * POST /auth/register: create an account with email and password, or without a password when
  * MAGIC_LINK_ENABLED (contract §4.1, spec §4.1). With AUTO_ACTIVATE_NEW_USERS=false the answer is the same
- * for a new, a pending and an active address (see auth/registration.ts).
+ * for a new, a pending and an active address (see auth/flows/registration.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { type TObject, Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
 import { emailKey } from '../../http/counters.ts';
-import { checkRedirect, RedirectTo } from '../../mail/links.ts';
+import { type ConfiguredSchema, configuredSchema } from '../../http/schema.ts';
 import { Locale } from '../../mail/templates.ts';
-import { register } from '../registration.ts';
-import { CookieFlag, Email, errors, Password, Session, User } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { register } from '../flows/registration.ts';
+import { checkRedirect, RedirectTo } from '../redirects.ts';
+import { CookieFlag, Email, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { bodyDefaultsToObject } from './common.ts';
+
+const Role = Type.String({ minLength: 1, maxLength: 100 });
 
 const CustomValue = Type.Union([
   Type.String({ maxLength: 10_000 }),
@@ -24,14 +28,39 @@ const CustomValue = Type.Union([
   Type.Object({}, { additionalProperties: true }),
 ]);
 
-function bodySchema(ctx: AppContext): TObject {
-  const c = ctx.config;
+const RegisterOptions = Type.Object(
+  {
+    allowed_roles: Type.Optional(Type.Array(Role, { maxItems: 100 })),
+    default_role: Type.Optional(Role),
+    default_roles: Type.Optional({ ...Role, description: 'Alias of default_role (the spec’s spelling).' }),
+  },
+  { additionalProperties: false },
+);
+
+/** Every field some configuration accepts, as the handler sees them. */
+const RegisterFields = Type.Object({
+  email: Email,
+  password: Type.Optional(Type.String()),
+  cookie: Type.Optional(CookieFlag),
+  redirect_to: Type.Optional(RedirectTo),
+  locale: Type.Optional(Locale),
+  user_data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  register_options: Type.Optional(RegisterOptions),
+});
+type RegisterBody = Static<typeof RegisterFields>;
+
+/**
+ * The body this configuration accepts: the password policy, a password optional only with
+ * MAGIC_LINK_ENABLED, and `user_data` limited to REGISTRATION_CUSTOM_FIELDS. Validated as built here;
+ * typed as RegisterFields.
+ */
+function bodySchema(deps: AuthDeps): ConfiguredSchema<RegisterBody> {
+  const c = deps.config;
   const userData = Type.Object(
     Object.fromEntries(c.REGISTRATION_CUSTOM_FIELDS.map((f) => [f, Type.Optional(CustomValue)])),
     { additionalProperties: false, description: 'public.users columns listed in REGISTRATION_CUSTOM_FIELDS' },
   );
-  const role = Type.String({ minLength: 1, maxLength: 100 });
-  return Type.Object(
+  const schema = Type.Object(
     {
       email: Email,
       password: c.MAGIC_LINK_ENABLED
@@ -41,37 +70,16 @@ function bodySchema(ctx: AppContext): TObject {
       redirect_to: Type.Optional(RedirectTo),
       locale: Type.Optional(Locale),
       user_data: Type.Optional(userData),
-      register_options: Type.Optional(
-        Type.Object(
-          {
-            allowed_roles: Type.Optional(Type.Array(role, { maxItems: 100 })),
-            default_role: Type.Optional(role),
-            default_roles: Type.Optional({
-              ...role,
-              description: 'Alias of default_role (the spec’s spelling).',
-            }),
-          },
-          { additionalProperties: false },
-        ),
-      ),
+      register_options: Type.Optional(RegisterOptions),
     },
     { additionalProperties: false },
   );
+  return configuredSchema<RegisterBody>(schema);
 }
 
-interface RegisterBody {
-  email: string;
-  password?: string;
-  cookie?: boolean;
-  redirect_to?: string;
-  locale?: string;
-  user_data?: Record<string, unknown>;
-  register_options?: { allowed_roles?: string[]; default_role?: string; default_roles?: string };
-}
-
-export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const registerRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  const c = deps.config;
+  app.post(
     '/register',
     {
       schema: {
@@ -79,15 +87,15 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         summary: 'Register with email and password',
         description:
           'With AUTO_ACTIVATE_NEW_USERS the account is active and a session is returned; otherwise only `user` is returned and an activation link is emailed. Without auto-activation the answer is the same whether the address is new, pending or taken (a taken address gets a `user.id` that belongs to no account, and its mailbox an email saying it already has an account).',
-        body: bodySchema(ctx),
+        body: bodySchema(deps),
         response: {
           200: Type.Union([Session, Type.Object({ user: User })]),
-          ...errors(400, 404, 429, 501, 503),
+          ...errorResponses(400, 404, 429, 501, 503),
         },
       },
       preValidation: bodyDefaultsToObject,
       preHandler: async (request) => {
-        const body = request.body as unknown as RegisterBody;
+        const { body } = request;
         await app.limiter.consume(
           `register:ip:${request.ip}`,
           c.RATE_LIMIT_REGISTER_MAX,
@@ -101,11 +109,11 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
       },
     },
     async (request, reply) => {
-      const body = request.body as unknown as RegisterBody;
+      const { body } = request;
       const redirectTo = checkRedirect(c, body.redirect_to);
       // Without a password (only with MAGIC_LINK_ENABLED: the schema requires one otherwise) the account
       // is activated by a magic link.
-      const result = await register(ctx, {
+      const result = await register(deps, {
         email: body.email,
         password: body.password,
         userData: body.user_data,
@@ -114,7 +122,7 @@ export async function registerRoute(app: FastifyInstance, { ctx }: { ctx: AppCon
         locale: body.locale,
       });
       if (!result.session) return { user: result.user };
-      return sendSession(reply, c, result.session, body.cookie ?? true, ctx.clock.now());
+      return sendSession(reply, c, result.session, body.cookie ?? true, deps.clock.now());
     },
   );
-}
+};

@@ -2,26 +2,25 @@
  * GET /auth/token/refresh: rotates a refresh token into a new session. From the query parameter the new
  * refresh token comes back in the body; from the cookie it comes back as a new cookie.
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
-import { errors, Session } from '../schemas.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { AppError, errorResponses } from '../../errors.ts';
+import type { AuthDeps } from '../deps.ts';
+import { Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { refreshSession } from '../sessions.ts';
 import { presentedRefreshToken } from './common.ts';
 import { RefreshTokenQuery } from './logout.ts';
 
-export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  const c = ctx.config;
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+export const tokenRefreshRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  const c = deps.config;
+  app.get(
     '/token/refresh',
     {
       schema: {
         tags: ['auth'],
         summary: 'Exchange a refresh token for a new session (rotation)',
         querystring: RefreshTokenQuery,
-        response: { 200: Session, ...errors(400, 401, 429) },
+        response: { 200: Session, ...errorResponses(400, 401, 429) },
       },
       preHandler: async (request) => {
         await app.limiter.consume(
@@ -34,9 +33,9 @@ export async function tokenRefreshRoute(app: FastifyInstance, { ctx }: { ctx: Ap
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
-      const session = await refreshSession(ctx, token.value);
+      const session = await refreshSession(deps, token.value);
       const fromCookie = token.source === 'cookie';
-      return sendSession(reply, c, session, fromCookie, ctx.clock.now(), { leaveCookies: !fromCookie });
+      return sendSession(reply, c, session, fromCookie, deps.clock.now(), { leaveCookies: !fromCookie });
     },
   );
-}
+};

@@ -1,15 +1,16 @@
 /** POST /auth/token/revoke: the signed-in caller ends every one of their sessions (contract §4.9). */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import { errorResponses } from '../../errors.ts';
 import { callerAccount } from '../accounts.ts';
-import { errors, NoContent } from '../schemas.ts';
+import type { AuthDeps } from '../deps.ts';
+import { NoContent } from '../schemas.ts';
 import { endAllSessions } from '../sessions.ts';
 import { bodyDefaultsToObject } from './common.ts';
 
-export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: AppContext }): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().post(
+export const tokenRevokeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
+  app.post(
     '/token/revoke',
     {
       schema: {
@@ -17,15 +18,15 @@ export async function tokenRevokeRoute(app: FastifyInstance, { ctx }: { ctx: App
         summary: 'End every session of the signed-in user',
         security: [{ bearer: [] }],
         body: Type.Object({}, { additionalProperties: false }),
-        response: { 204: NoContent, ...errors(400, 401, 403, 429) },
+        response: { 204: NoContent, ...errorResponses(400, 401, 403, 429) },
       },
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const who = await request.requireUser();
-      const account = await callerAccount(ctx, who['user-id']);
-      await endAllSessions(ctx, account.id);
+      const who = request.user;
+      const account = await callerAccount(deps, who['user-id']);
+      await endAllSessions(deps, account.id);
       return reply.code(204).send(null);
     },
   );
-}
+};

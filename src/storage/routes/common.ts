@@ -5,9 +5,9 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
-import type { StorageContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { ADMIN_SECRET_SUBJECT } from '../../http/guesses.ts';
+import type { ImageService } from '../images/service.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
 import { type Caller, isAdmin, type StorageDeps } from '../service.ts';
 
@@ -25,19 +25,6 @@ export const FileMetadataSchema = Type.Object(
 );
 export type FileMetadataBody = Static<typeof FileMetadataSchema>;
 
-export const ErrorSchema = Type.Object(
-  {
-    statusCode: Type.Integer(),
-    error: Type.String(),
-    message: Type.String(),
-    code: Type.String(),
-    requestId: Type.Optional(Type.String()),
-  },
-  { description: 'Error' },
-);
-
-export const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorSchema]));
-
 export const KeyParams = Type.Object(
   { '*': Type.String({ description: 'The file path; a trailing "/" names a folder.' }) },
   { additionalProperties: false },
@@ -51,12 +38,9 @@ export const TokenQuery = Type.Object(
 
 export const security: { [scheme: string]: string[] }[] = [{ bearer: [] }, { adminSecret: [] }, {}];
 
-export function depsOf(ctx: {
-  config: StorageDeps['config'];
-  storage: StorageContext | undefined;
-}): StorageDeps {
-  if (!ctx.storage) throw new Error('storage routes need ctx.storage (STORAGE_ENABLED)');
-  return { config: ctx.config, objects: ctx.storage.objects, rules: ctx.storage.rules };
+/** What the storage routes use: the service's dependencies and the image transforms. */
+export interface StorageRouteDeps extends StorageDeps {
+  readonly images: ImageService;
 }
 
 /** Keys already parsed, per request: the group's onRequest hook parses first, the handler again. */
@@ -84,17 +68,20 @@ export function keyOf(request: FastifyRequest): ParsedKey {
  * The caller as the rules see it. An `x-admin-secret` (when a secret is configured) is a guess at it:
  * refused with 429 over the limits before it is compared, and counted when wrong (http/guesses.ts).
  */
-export async function callerOf(request: FastifyRequest, config: Config): Promise<Caller> {
+export async function callerOf(
+  request: FastifyRequest,
+  query: Record<string, unknown>,
+  config: Config,
+): Promise<Caller> {
   const secret = request.headers['x-admin-secret'];
   if (typeof secret === 'string' && secret !== '' && config.HASURA_GRAPHQL_ADMIN_SECRET !== '')
     await request.server.guesses.guard(ADMIN_SECRET_SUBJECT, request.ip, () => isAdmin(config, secret));
-  const query = { ...((request.query ?? {}) as Record<string, unknown>) };
-  // An empty `?token=` must never equal the empty token of an object stored without one (S3 objects
-  // put by other tools): rules compare `request.query.token === resource.Metadata.token`.
-  if (query.token === '') delete query.token;
+  // A copy for the rules. An empty `?token=` must never equal the empty token of an object stored without
+  // one (S3 objects put by other tools): rules compare `request.query.token === resource.Metadata.token`.
+  const { token, ...rest } = query;
   return {
     method: request.method,
-    query,
+    query: token === '' ? rest : { ...query },
     auth: await request.identity(),
     adminSecret: typeof secret === 'string' ? secret : undefined,
   };

@@ -1,10 +1,12 @@
 /**
  * DELETE /storage/o/<file>: 204; 404 when there is no such file (HBP answered a bare 400, contract D25).
  */
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../errors.ts';
 import { deleteFile } from '../service.ts';
-import { callerOf, depsOf, errors, KeyParams, keyOf, security, TokenQuery } from './common.ts';
+import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security, TokenQuery } from './common.ts';
 
 const schema = {
   summary: 'Delete a file',
@@ -13,15 +15,17 @@ const schema = {
   security,
   params: KeyParams,
   querystring: TokenQuery,
-  response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404, 503) },
+  response: { 204: Type.Null({ description: 'Deleted' }), ...errorResponses(400, 401, 403, 404, 503) },
 };
 
-export async function deleteFileRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export const deleteFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (
+  app,
+  { deps },
+) => {
   app.delete('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    await deleteFile(deps, key, await callerOf(request, deps.config));
-    await opts.ctx.storage?.images.forget(key.key);
-    return reply.code(204).send();
+    await deleteFile(deps, key, await callerOf(request, request.query, deps.config));
+    await deps.images.forget(key.key);
+    return reply.code(204).send(null);
   });
-}
+};

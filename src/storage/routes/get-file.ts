@@ -1,17 +1,27 @@
 /**
  * GET and HEAD /storage/o/<file>: the bytes. GET /storage/o/<folder>/: the folder as a zip.
  */
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.ts';
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errorResponses } from '../../errors.ts';
 import { imageQueryProperties } from '../images/params.ts';
 import { imageParamsOf, sendImage } from '../images/send.ts';
 import { listFolder, resolveFile } from '../service.ts';
-import { callerOf, depsOf, errors, KeyParams, keyOf, security } from './common.ts';
+import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security } from './common.ts';
 import { sendFile } from './send-file.ts';
 import { sendZip } from './send-zip.ts';
 
-const binary = { description: 'The file bytes (or a zip of the folder)', type: 'string', format: 'binary' };
+const binary = Type.String({ format: 'binary', description: 'The file bytes (or a zip of the folder)' });
+
+const Query = Type.Object(
+  {
+    token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })),
+    ...imageQueryProperties,
+  },
+  { additionalProperties: true },
+);
 
 const schema = {
   summary: 'Download a file, or a folder as a zip (path ending in "/")',
@@ -20,42 +30,38 @@ const schema = {
   tags: ['storage'],
   security,
   params: KeyParams,
-  querystring: Type.Object(
-    {
-      token: Type.Optional(Type.String({ description: 'The file token, for rules that use it.' })),
-      ...imageQueryProperties,
-    },
-    { additionalProperties: true },
-  ),
+  querystring: Query,
   response: {
     200: binary,
     206: binary,
-    304: { type: 'null', description: 'Not modified' },
-    ...errors(400, 401, 403, 404, 415, 416, 422, 503),
+    304: Type.Null({ description: 'Not modified' }),
+    ...errorResponses(400, 401, 403, 404, 415, 416, 422, 503),
   },
 };
 
-export async function getFileRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+export const getFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (app, { deps }) => {
+  // GET and HEAD share it; each passes its query as its schema typed it.
+  const serve = async (request: FastifyRequest, query: Static<typeof Query>, reply: FastifyReply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request, deps.config);
+    const caller = await callerOf(request, query, deps.config);
     if (key.folder) {
       const files = listFolder(deps, key, caller, { forZip: true })[Symbol.asyncIterator]();
       return sendZip(deps, reply, key, files, { head: request.method === 'HEAD' });
     }
-    const image = imageParamsOf(request.query);
-    if (image && opts.ctx.storage) {
+    const image = imageParamsOf(query);
+    if (image) {
       // Access is settled here: a transformation of the bytes plugs in between this and sending.
       const file = await resolveFile(deps, key, caller);
-      return sendImage(opts.ctx.storage.images, deps, request, reply, file, image);
+      return sendImage(deps.images, deps, request, reply, file, image);
     }
     return sendFile(deps, request, reply, key, caller);
   };
-  app.get('/o/*', { schema, exposeHeadRoute: false }, handler);
+  app.get('/o/*', { schema, exposeHeadRoute: false }, (request, reply) =>
+    serve(request, request.query, reply),
+  );
   app.head(
     '/o/*',
     { schema: { ...schema, summary: 'File headers without the bytes', response: undefined } },
-    handler,
+    (request, reply) => serve(request, request.query, reply),
   );
-}
+};

@@ -2,17 +2,17 @@
  * GET /storage/m/<file>: the file's metadata. GET /storage/m/<folder>/: the metadata of every file in the
  * folder (recursively, all pages) the caller may list.
  */
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import { errorResponses } from '../../errors.ts';
 import { type FileMetadata, listFolder, resolveFile, toMetadata } from '../service.ts';
 import {
   callerOf,
-  depsOf,
-  errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
+  type StorageRouteDeps,
   security,
   TokenQuery,
 } from './common.ts';
@@ -25,15 +25,17 @@ const schema = {
   querystring: TokenQuery,
   response: {
     200: Type.Union([FileMetadataSchema, Type.Array(FileMetadataSchema)]),
-    ...errors(400, 401, 403, 404, 503),
+    ...errorResponses(400, 401, 403, 404, 503),
   },
 };
 
-export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export const getMetadataRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (
+  app,
+  { deps },
+) => {
   app.get('/m/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request, deps.config);
+    const caller = await callerOf(request, request.query, deps.config);
     if (!key.folder) {
       const meta = toMetadata((await resolveFile(deps, key, caller)).info);
       // The 200 schema is a union (file or folder), which the serializer can only pick by validating the
@@ -48,4 +50,4 @@ export async function getMetadataRoute(app: FastifyInstance, opts: { ctx: AppCon
     // S3 lists in byte order already; the folder store's order is best effort, so make it exact.
     return out.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
   });
-}
+};

@@ -2,9 +2,7 @@
  * The /storage route group: object data under /o, metadata under /m. Each route lives in its own file.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import type { ReadinessCheck } from '../../http/health.ts';
-import { depsOf, keyOf } from './common.ts';
+import { keyOf, type StorageRouteDeps } from './common.ts';
 import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
 import { getFileRoute } from './get-file.ts';
@@ -14,19 +12,17 @@ import { uploadRoute } from './upload.ts';
 
 export async function storageRoutes(
   app: FastifyInstance,
-  opts: { ctx: AppContext; readiness: ReadinessCheck[] },
+  { deps }: { deps: StorageRouteDeps },
 ): Promise<void> {
-  const { objects } = depsOf(opts.ctx);
-  opts.readiness.push({ name: 'storage', check: () => objects.ping() });
   // A bad key is refused before anything else looks at the request, its body included (a DELETE with a
   // text body would otherwise get 415 instead of the 400 that names the real problem).
   app.addHook('onRequest', async (request) => {
     if (request.routeOptions.url?.endsWith('*')) keyOf(request);
   });
-  await app.register(uploadRoute, { ctx: opts.ctx });
-  await app.register(getFileRoute, { ctx: opts.ctx });
-  await app.register(getMetadataRoute, { ctx: opts.ctx });
-  await app.register(deleteFileRoute, { ctx: opts.ctx });
-  await app.register(deleteMetadataRoute, { ctx: opts.ctx });
-  await app.register(updateMetadataRoute, { ctx: opts.ctx });
+  await app.register(uploadRoute, { deps });
+  await app.register(getFileRoute, { deps });
+  await app.register(getMetadataRoute, { deps });
+  await app.register(deleteFileRoute, { deps });
+  await app.register(deleteMetadataRoute, { deps });
+  await app.register(updateMetadataRoute, { deps });
 }

@@ -2,11 +2,19 @@
  * POST /storage/m/<file> `{"action": "revoke-token"}`: a new file token. Only the admin secret may do this;
  * rules are not consulted (as in HBP).
  */
+
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../../context.ts';
+import { errorResponses } from '../../errors.ts';
 import { revokeTokenAsAdmin, toMetadata } from '../service.ts';
-import { callerOf, depsOf, errors, FileMetadataSchema, KeyParams, keyOf, TokenQuery } from './common.ts';
+import {
+  callerOf,
+  FileMetadataSchema,
+  KeyParams,
+  keyOf,
+  type StorageRouteDeps,
+  TokenQuery,
+} from './common.ts';
 
 const schema = {
   summary: 'Revoke the file token (admin secret only)',
@@ -15,13 +23,19 @@ const schema = {
   params: KeyParams,
   querystring: TokenQuery,
   body: Type.Object({ action: Type.Literal('revoke-token') }, { additionalProperties: false }),
-  response: { 200: FileMetadataSchema, ...errors(400, 403, 404, 503) },
+  response: { 200: FileMetadataSchema, ...errorResponses(400, 403, 404, 503) },
 };
 
-export async function updateMetadataRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export const updateMetadataRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (
+  app,
+  { deps },
+) => {
   app.post('/m/*', { schema }, async (request) => {
-    const info = await revokeTokenAsAdmin(deps, keyOf(request), await callerOf(request, deps.config));
+    const info = await revokeTokenAsAdmin(
+      deps,
+      keyOf(request),
+      await callerOf(request, request.query, deps.config),
+    );
     return toMetadata(info);
   });
-}
+};

@@ -2,19 +2,19 @@
  * POST /storage/o/<file>: upload. The file comes as the multipart part `file` (HBP's encoding) or as the
  * raw body with its Content-Type; either way it streams into the store and is never held in memory.
  */
+
 import { PassThrough } from 'node:stream';
 import multipart from '@fastify/multipart';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import { AppError, errorResponses } from '../../errors.ts';
 import { type IncomingFile, toMetadata, uploadFile } from '../service.ts';
 import {
   callerOf,
-  depsOf,
-  errors,
   FileMetadataSchema,
   KeyParams,
   keyOf,
+  type StorageRouteDeps,
   security,
   TokenQuery,
 } from './common.ts';
@@ -27,7 +27,7 @@ const schema = {
   security,
   params: KeyParams,
   querystring: TokenQuery,
-  response: { 200: FileMetadataSchema, ...errors(400, 401, 403, 404, 413, 503) },
+  response: { 200: FileMetadataSchema, ...errorResponses(400, 401, 403, 404, 413, 503) },
 };
 
 /** Errors busboy raises for a body it cannot parse (they reach us on the part stream or the parser). */
@@ -105,8 +105,7 @@ function rawFile(request: FastifyRequest): IncomingFile {
   };
 }
 
-export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext }): Promise<void> {
-  const deps = depsOf(opts.ctx);
+export const uploadRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> = async (app, { deps }) => {
   // This scope reads bodies itself: multipart through busboy, anything else as a stream.
   app.removeAllContentTypeParsers();
   await app.register(multipart, {
@@ -122,7 +121,7 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
 
   app.post('/o/*', { schema }, async (request, reply) => {
     const key = keyOf(request);
-    const caller = await callerOf(request, deps.config);
+    const caller = await callerOf(request, request.query, deps.config);
     const h = request.headers;
     if (!h['content-type'] && !h['transfer-encoding'] && (h['content-length'] ?? '0') === '0') {
       // A POST with no body and no type is a client mistake (a forgotten file), not an empty file.
@@ -142,7 +141,7 @@ export async function uploadRoute(app: FastifyInstance, opts: { ctx: AppContext 
         (err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message)));
       throw request.isMultipart() && fromParser ? malformed(err) : err;
     });
-    await opts.ctx.storage?.images.forget(key.key);
+    await deps.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });
-}
+};

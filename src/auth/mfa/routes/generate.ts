@@ -1,8 +1,10 @@
 /** POST /auth/mfa/generate: a new pending TOTP secret and its QR code for the signed-in user. */
+
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../../errors.ts';
 import { bodyDefaultsToObject, reauthentication } from '../../routes/common.ts';
-import { errors, ReauthPassword } from '../../schemas.ts';
+import { ReauthPassword } from '../../schemas.ts';
 import { generateMfaSecret, type MfaDeps } from '../mfa.ts';
 
 const schema = {
@@ -20,14 +22,14 @@ const schema = {
       image_url: Type.String({ description: 'QR code of the otpauth URI, `data:image/png;base64,…`' }),
       otp_secret: Type.String({ description: 'The secret in base32' }),
     }),
-    ...errors(400, 401, 403, 429, 503),
+    ...errorResponses(400, 401, 403, 429, 503),
   },
 };
 
 export const generateRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {
   // HBP clients post without a body; an absent body counts as `{}` (fields are still refused).
   app.post('/generate', { schema, preValidation: bodyDefaultsToObject }, async (request) => {
-    const user = await request.requireUser();
+    const user = request.user;
     return generateMfaSecret(deps, user['user-id'], reauthentication(request, request.body.password));
   });
 };

@@ -1,9 +1,11 @@
 /** POST /auth/mfa/totp: the second step of a login, with the ticket from POST /auth/login and a code. */
+
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../../../errors.ts';
 import { countSignInFailures, signInEvent } from '../../../metrics/events.ts';
 import { bodyDefaultsToObject } from '../../routes/common.ts';
-import { CookieFlag, errors, Session, Ticket } from '../../schemas.ts';
+import { CookieFlag, Session, Ticket } from '../../schemas.ts';
 import { sendSession } from '../../session-response.ts';
 import { completeMfaLogin, type MfaDeps } from '../mfa.ts';
 import { Code } from './schemas.ts';
@@ -17,7 +19,7 @@ const schema = {
     { ticket: Ticket, code: Code, cookie: Type.Optional(CookieFlag) },
     { additionalProperties: false },
   ),
-  response: { 200: Session, ...errors(400, 401, 429) },
+  response: { 200: Session, ...errorResponses(400, 401, 429) },
 };
 
 export const totpRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (app, { deps }) => {

@@ -3,12 +3,12 @@
  * browser back. Finishes the sign-in and redirects to the app with a session, the MFA step, or an error
  * code (see flows/oauth.ts).
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../../errors.ts';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, errorResponses } from '../../../errors.ts';
 import { finishProviderSignIn, type OAuthDeps } from '../../flows/oauth.ts';
-import { errors, Session } from '../../schemas.ts';
+import { Session } from '../../schemas.ts';
 import { browserBinding, ProviderParam, providerOf, signInFailed, signInSucceeded } from './common.ts';
 
 const param = (description: string, maxLength = 2048) =>
@@ -35,13 +35,13 @@ const response = {
   302: Type.Null({
     description: 'Redirect to the success URL (refresh_token or MFA ticket) or the failure URL (error)',
   }),
-  ...errors(400, 401, 403, 404, 409, 429, 500, 502, 503),
+  ...errorResponses(400, 401, 403, 404, 409, 429, 500, 502, 503),
 };
 
-export async function providerCallbackRoute(
-  app: FastifyInstance,
-  { deps }: { deps: OAuthDeps },
-): Promise<void> {
+export const providerCallbackRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }> = async (
+  app,
+  { deps },
+) => {
   const names = [...deps.registry.providers.keys()];
 
   const finish = async (
@@ -69,8 +69,7 @@ export async function providerCallbackRoute(
     }
   };
 
-  const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  typed.get(
+  app.get(
     '/providers/:provider/callback',
     {
       schema: {
@@ -84,27 +83,26 @@ export async function providerCallbackRoute(
     (request, reply) => finish(request, reply, request.params.provider, request.query, 'GET'),
   );
 
-  if (deps.registry.get('apple')) {
-    await app.register(async (form) => {
-      // Apple's response_mode=form_post; the parser lives only in this context.
-      form.addContentTypeParser(
-        'application/x-www-form-urlencoded',
-        { parseAs: 'string', bodyLimit: 64 * 1024 },
-        (_req, body, done) => done(null, Object.fromEntries(new URLSearchParams(body as string))),
-      );
-      form.withTypeProvider<TypeBoxTypeProvider>().post(
-        '/providers/apple/callback',
-        {
-          schema: {
-            tags: ['auth', 'providers'],
-            summary: 'Apple comes back with a cross-site form POST (response_mode=form_post)',
-            consumes: ['application/x-www-form-urlencoded'],
-            body: CallbackParams,
-            response,
-          },
+  // Apple's response_mode=form_post; the form parser lives only in this context.
+  const applePost: FastifyPluginAsyncTypebox = async (form) => {
+    form.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 64 * 1024 },
+      (_req, body, done) => done(null, Object.fromEntries(new URLSearchParams(body as string))),
+    );
+    form.post(
+      '/providers/apple/callback',
+      {
+        schema: {
+          tags: ['auth', 'providers'],
+          summary: 'Apple comes back with a cross-site form POST (response_mode=form_post)',
+          consumes: ['application/x-www-form-urlencoded'],
+          body: CallbackParams,
+          response,
         },
-        (request, reply) => finish(request, reply, 'apple', request.body, 'POST'),
-      );
-    });
-  }
-}
+      },
+      (request, reply) => finish(request, reply, 'apple', request.body, 'POST'),
+    );
+  };
+  if (deps.registry.get('apple')) await app.register(applePost);
+};

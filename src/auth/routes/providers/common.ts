@@ -4,12 +4,12 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../../../context.ts';
 import { AppError, logLevelOf } from '../../../errors.ts';
 import { cookieOptions } from '../../../http/cookies.ts';
 import { signedCookie } from '../../../http/identity.ts';
 import { withParams } from '../../../mail/links.ts';
 import { signInEvent } from '../../../metrics/events.ts';
+import type { ConfigDeps } from '../../deps.ts';
 import type { OAuthDeps, ProviderOutcome } from '../../flows/oauth.ts';
 import { randomValue } from '../../oauth/oauth2.ts';
 import type { Provider } from '../../oauth/providers.ts';
@@ -30,7 +30,7 @@ function bindingCookie(provider: Provider): { name: string; sameSite: 'lax' | 'n
 
 /** The browser's binding value (kept when present, so sign-ins in two tabs both finish), set again. */
 export function bindBrowser(
-  ctx: AppContext,
+  ctx: ConfigDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   provider: Provider,
@@ -69,7 +69,7 @@ export function providerOf(deps: OAuthDeps, name: string): Provider {
 }
 
 /** Where a successful sign-in lands: `redirect_to`, else PROVIDER_SUCCESS_REDIRECT, else REDIRECT_URL_SUCCESS. */
-export function successTarget(ctx: AppContext, redirectTo: string | undefined): string {
+export function successTarget(ctx: ConfigDeps, redirectTo: string | undefined): string {
   return redirectTo ?? (ctx.config.PROVIDER_SUCCESS_REDIRECT || ctx.config.REDIRECT_URL_SUCCESS);
 }
 
@@ -78,7 +78,7 @@ export function successTarget(ctx: AppContext, redirectTo: string | undefined): 
  * with `mfa=true&ticket=…` for an account with a second factor. Without any target (development) the
  * session is answered as JSON, as emailed links do.
  */
-export function signInSucceeded(ctx: AppContext, reply: FastifyReply, outcome: ProviderOutcome) {
+export function signInSucceeded(ctx: ConfigDeps, reply: FastifyReply, outcome: ProviderOutcome) {
   const target = successTarget(ctx, outcome.redirectTo);
   if (outcome.kind === 'mfa') {
     signInEvent('provider', 'mfa_required');
@@ -99,7 +99,7 @@ export function signInSucceeded(ctx: AppContext, reply: FastifyReply, outcome: P
  * answered as JSON. Errors that are not the service's own (a fault) go to the error handler.
  */
 export function signInFailed(
-  ctx: AppContext,
+  ctx: ConfigDeps,
   request: FastifyRequest,
   reply: FastifyReply,
   provider: string,

@@ -2,12 +2,10 @@
  * GET /auth/providers/<provider>/tokens (PROVIDER_TOKENS_STORED): the provider's tokens from the
  * signed-in user's last sign-in with it, so the app can call the provider's API on their behalf.
  */
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import { errorResponses } from '../../../errors.ts';
 import { type OAuthDeps, readProviderTokens } from '../../flows/oauth.ts';
-import type { ProviderName } from '../../oauth/providers.ts';
-import { errors } from '../../schemas.ts';
 import { ProviderParam, providerOf } from './common.ts';
 
 const Tokens = Type.Object({
@@ -25,11 +23,8 @@ const Tokens = Type.Object({
   ),
 });
 
-export async function providerTokensRoute(
-  app: FastifyInstance,
-  { deps }: { deps: OAuthDeps },
-): Promise<void> {
-  app.withTypeProvider<TypeBoxTypeProvider>().get(
+export const providerTokensRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }> = async (app, { deps }) => {
+  app.get(
     '/providers/:provider/tokens',
     {
       schema: {
@@ -37,13 +32,12 @@ export async function providerTokensRoute(
         summary: 'The provider tokens of the signed-in user (stored encrypted)',
         security: [{ bearer: [] }],
         params: ProviderParam([...deps.registry.providers.keys()]),
-        response: { 200: Tokens, ...errors(401, 404, 429, 500) },
+        response: { 200: Tokens, ...errorResponses(401, 404, 429, 500) },
       },
     },
     async (request) => {
-      const who = await request.requireUser();
       const provider = providerOf(deps, request.params.provider);
-      return readProviderTokens(deps, who['user-id'], provider.name as ProviderName);
+      return readProviderTokens(deps, request.user['user-id'], provider.name);
     },
   );
-}
+};

@@ -11,49 +11,52 @@
  * Every step sends its email before committing, so a refused message (503) leaves no pending change, no
  * live ticket and no switched address behind.
  */
-import { assertEmailDomain, callerAccount } from '../../auth/accounts.ts';
+
+import type { Queryable } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import { appLink } from '../../mail/links.ts';
+import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import {
   type AccountRow,
+  accountLocale,
   emailTaken,
   findAccountByEmail,
   findAccountById,
   loadProfile,
+  releaseStalePendingEmail,
   setEmail,
-} from '../../auth/accounts-store.ts';
-import { assertReauthenticated, type Reauthentication } from '../../auth/reauth.ts';
-import { endAllSessions, type OwnSignIn, ownFamily } from '../../auth/sessions.ts';
-import { consumeTicket, issueTicket, retireTickets } from '../../auth/tickets-store.ts';
-import type { AppContext } from '../../context.ts';
-import type { Queryable } from '../../db/database.ts';
-import { AppError } from '../../errors.ts';
-import { appLink } from '../links.ts';
-import { accountLocale, releaseStalePendingEmail, setPendingEmail } from '../mail-store.ts';
+  setPendingEmail,
+} from '../accounts-store.ts';
+import type { MailingDeps } from '../deps.ts';
+import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
+import { endAllSessions, type OwnSignIn, ownFamily } from '../sessions.ts';
+import { consumeTicket, issueTicket, retireTickets } from '../tickets-store.ts';
 
 const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
 
 /** Whether email-change notices go out (NOTIFY_EMAIL_CHANGE, and a mailer that sends). */
-const noticesOn = (ctx: AppContext) => ctx.config.NOTIFY_EMAIL_CHANGE && ctx.mailer.mode !== 'disabled';
+const noticesOn = (deps: MailingDeps) => deps.config.NOTIFY_EMAIL_CHANGE && deps.mailer.sends;
 
 /** Where the notices point: the application, never a link that carries a secret. */
-const appHome = (ctx: AppContext) => ctx.config.REDIRECT_URL_SUCCESS || ctx.config.SERVER_URL;
+const appHome = (deps: MailingDeps) => deps.config.REDIRECT_URL_SUCCESS || deps.config.SERVER_URL;
 
 /** Tells the old address that the account's email is now `newEmail`. */
 async function notifyOldAddress(
-  ctx: AppContext,
+  deps: MailingDeps,
   tx: Queryable,
   account: AccountRow,
   oldEmail: string,
   newEmail: string,
 ): Promise<void> {
   const profile = await loadProfile(tx, account.id);
-  await ctx.mailer.send({
+  await deps.mailer.send(tx, {
     to: oldEmail,
     template: 'notify-email-change',
     locals: {
       display_name: profile?.user.display_name ?? oldEmail,
       email: oldEmail,
-      url: ctx.config.SERVER_URL,
-      link: appHome(ctx),
+      url: deps.config.SERVER_URL,
+      link: appHome(deps),
       new_email: newEmail,
       locale: await accountLocale(tx, account.id),
     },
@@ -65,17 +68,17 @@ async function notifyOldAddress(
  * move an account to it and nothing changed. It stands in for the email a free address would have
  * caused, so both answers cost the same and fail the same way.
  */
-async function tellAddressInUse(ctx: AppContext, tx: Queryable, address: string): Promise<void> {
+async function tellAddressInUse(deps: MailingDeps, tx: Queryable, address: string): Promise<void> {
   const owner = await findAccountByEmail(tx, address);
   const profile = owner ? await loadProfile(tx, owner.id) : undefined;
-  await ctx.mailer.send({
+  await deps.mailer.send(tx, {
     to: address,
     template: 'email-in-use',
     locals: {
       display_name: profile?.user.display_name ?? address,
       email: address,
-      url: ctx.config.SERVER_URL,
-      link: appHome(ctx),
+      url: deps.config.SERVER_URL,
+      link: appHome(deps),
       locale: owner ? await accountLocale(tx, owner.id) : undefined,
     },
   });
@@ -87,16 +90,16 @@ async function tellAddressInUse(ctx: AppContext, tx: Queryable, address: string)
  * address stop working and the old address is told.
  */
 export async function changeEmailDirectly(
-  ctx: AppContext,
+  deps: MailingDeps,
   userId: string,
   input: { newEmail: string; own?: OwnSignIn; reauth: Reauthentication },
 ): Promise<void> {
-  assertEmailDomain(ctx, input.newEmail, 'new_email');
-  const account = await callerAccount(ctx, userId);
-  await assertReauthenticated(ctx, account, input.reauth);
-  const now = ctx.clock.now();
+  assertEmailDomain(deps, input.newEmail, 'new_email');
+  const account = await callerAccount(deps, userId);
+  await assertReauthenticated(deps, account, input.reauth);
+  const now = deps.clock.now();
   const oldEmail = account.email;
-  await ctx.db.transaction(async (tx) => {
+  await deps.db.transaction(async (tx) => {
     if (sameAddress(oldEmail, input.newEmail)) {
       // The caller's own address (perhaps in another case): nothing moves, nobody needs telling.
       await setEmail(tx, account.id, input.newEmail);
@@ -104,15 +107,15 @@ export async function changeEmailDirectly(
     }
     await releaseStalePendingEmail(tx, input.newEmail, now);
     if (await emailTaken(tx, input.newEmail, account.id)) {
-      if (noticesOn(ctx) && oldEmail) await tellAddressInUse(ctx, tx, input.newEmail);
+      if (noticesOn(deps) && oldEmail) await tellAddressInUse(deps, tx, input.newEmail);
       return;
     }
-    const keep = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
+    const keep = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setEmail(tx, account.id, input.newEmail);
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
-    await endAllSessions(ctx, account.id, keep, tx);
-    if (noticesOn(ctx) && oldEmail) await notifyOldAddress(ctx, tx, account, oldEmail, input.newEmail);
+    await endAllSessions(deps, account.id, keep, tx);
+    if (noticesOn(deps) && oldEmail) await notifyOldAddress(deps, tx, account, oldEmail, input.newEmail);
   });
 }
 
@@ -121,43 +124,43 @@ export async function changeEmailDirectly(
  * that asked (`own`) is recorded with the ticket and is the one kept when the change is confirmed.
  */
 export async function requestEmailChange(
-  ctx: AppContext,
+  deps: MailingDeps,
   userId: string,
   input: { newEmail: string; redirectTo?: string; own?: OwnSignIn; reauth: Reauthentication },
 ): Promise<void> {
-  assertEmailDomain(ctx, input.newEmail, 'new_email');
-  const account = await callerAccount(ctx, userId);
-  await assertReauthenticated(ctx, account, input.reauth);
-  const now = ctx.clock.now();
-  await releaseStalePendingEmail(ctx.db, input.newEmail, now);
+  assertEmailDomain(deps, input.newEmail, 'new_email');
+  const account = await callerAccount(deps, userId);
+  await assertReauthenticated(deps, account, input.reauth);
+  const now = deps.clock.now();
+  await releaseStalePendingEmail(deps.db, input.newEmail, now);
   // The caller's own address: there is nothing to hide from them.
   if (sameAddress(account.email, input.newEmail)) throw new AppError('EMAIL_NOT_ALLOWED');
-  await ctx.db.transaction(async (tx) => {
+  await deps.db.transaction(async (tx) => {
     if (await emailTaken(tx, input.newEmail, account.id)) {
       // As a new request would, this one replaces the caller's earlier request (else whether an earlier
       // ticket still works would tell a free address from a taken one); no ticket names the address.
       await retireTickets(tx, now, account.id, 'email-change');
       await setPendingEmail(tx, account.id, null);
-      await tellAddressInUse(ctx, tx, input.newEmail);
+      await tellAddressInUse(deps, tx, input.newEmail);
       return;
     }
-    const keepFamily = input.own === undefined ? undefined : await ownFamily(ctx, account.id, input.own, tx);
+    const keepFamily = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setPendingEmail(tx, account.id, input.newEmail);
     // Issuing retires the account's earlier email-change tickets: only the latest request can complete.
-    const { ticket } = await issueTicket(tx, ctx.config, now, {
+    const { ticket } = await issueTicket(tx, deps.config, now, {
       accountId: account.id,
       purpose: 'email-change',
       payload: { new_email: input.newEmail, ...(keepFamily ? { keep_family: keepFamily } : {}) },
     });
     const profile = await loadProfile(tx, account.id);
-    const link = appLink(ctx.config, input.redirectTo, { ticket, type: 'email-change' });
-    await ctx.mailer.send({
+    const link = appLink(deps.config, input.redirectTo, { ticket, type: 'email-change' });
+    await deps.mailer.send(tx, {
       to: input.newEmail,
       template: 'change-email',
       locals: {
         display_name: profile?.user.display_name ?? account.email ?? input.newEmail,
         email: input.newEmail,
-        url: ctx.config.SERVER_URL,
+        url: deps.config.SERVER_URL,
         ticket,
         link,
         new_email: input.newEmail,
@@ -174,9 +177,9 @@ export async function requestEmailChange(
  * meanwhile is refused with 400 and the ticket stays unused. Every session of the account but the one
  * that asked for the change ends, and NOTIFY_EMAIL_CHANGE tells the old address.
  */
-export async function confirmEmailChange(ctx: AppContext, ticket: string): Promise<void> {
-  const now = ctx.clock.now();
-  await ctx.db.transaction(async (tx) => {
+export async function confirmEmailChange(deps: MailingDeps, ticket: string): Promise<void> {
+  const now = deps.clock.now();
+  await deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, now, ticket, 'email-change');
     const newEmail = used?.payload.new_email;
     if (!used || typeof newEmail !== 'string') throw new AppError('INVALID_TICKET');
@@ -188,8 +191,8 @@ export async function confirmEmailChange(ctx: AppContext, ticket: string): Promi
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
     const keep = used.payload.keep_family;
-    await endAllSessions(ctx, account.id, typeof keep === 'string' ? keep : undefined, tx);
+    await endAllSessions(deps, account.id, typeof keep === 'string' ? keep : undefined, tx);
     const oldEmail = account.email;
-    if (noticesOn(ctx) && oldEmail) await notifyOldAddress(ctx, tx, account, oldEmail, newEmail);
+    if (noticesOn(deps) && oldEmail) await notifyOldAddress(deps, tx, account, oldEmail, newEmail);
   });
 }

@@ -3,42 +3,43 @@
  * after the response, only to an existing, active account (HBP answered 400 for unknown addresses).
  * The reset sets the password, uses up every open ticket of the account and ends every session.
  */
+
+import { AppError } from '../../errors.ts';
+import { appLink } from '../../mail/links.ts';
 import {
+  accountLocale,
   findAccountByEmail,
   findAccountById,
   loadProfile,
   setPasswordHash,
-} from '../../auth/accounts-store.ts';
-import { checkBreached, hashPassword } from '../../auth/passwords.ts';
-import { deleteAccountSessions } from '../../auth/sessions-store.ts';
-import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../../auth/tickets-store.ts';
-import type { AppContext } from '../../context.ts';
-import { AppError } from '../../errors.ts';
-import { appLink } from '../links.ts';
-import { accountLocale } from '../mail-store.ts';
+} from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
+import { checkBreached, hashPassword } from '../passwords.ts';
+import { deleteAccountSessions } from '../sessions-store.ts';
+import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 
 /** POST /auth/change-password/request. */
-export function requestPasswordReset(ctx: AppContext, input: { email: string; redirectTo?: string }): void {
-  ctx.mailer.later('password-reset', async () => {
-    const account = await findAccountByEmail(ctx.db, input.email);
+export function requestPasswordReset(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
+  deps.tasks.later('password-reset', async () => {
+    const account = await findAccountByEmail(deps.db, input.email);
     if (!account?.active || !account.email) return;
     // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
     const email = account.email;
-    await ctx.db.transaction(async (tx) => {
-      const { ticket } = await issueTicket(tx, ctx.config, ctx.clock.now(), {
+    await deps.db.transaction(async (tx) => {
+      const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
         accountId: account.id,
         purpose: 'password-reset',
       });
       const profile = await loadProfile(tx, account.id);
-      await ctx.mailer.send({
+      await deps.mailer.send(tx, {
         to: email,
         template: 'lost-password',
         locals: {
           display_name: profile?.user.display_name ?? email,
           email,
-          url: ctx.config.SERVER_URL,
+          url: deps.config.SERVER_URL,
           ticket,
-          link: appLink(ctx.config, input.redirectTo, { ticket, type: 'password-reset' }),
+          link: appLink(deps.config, input.redirectTo, { ticket, type: 'password-reset' }),
           locale: await accountLocale(tx, account.id),
         },
         headers: { 'X-Ticket': ticket },
@@ -49,15 +50,15 @@ export function requestPasswordReset(ctx: AppContext, input: { email: string; re
 
 /** POST /auth/change-password/change. */
 export async function resetPassword(
-  ctx: AppContext,
+  deps: AuthDeps,
   input: { ticket: string; newPassword: string },
 ): Promise<void> {
-  const now = ctx.clock.now();
+  const now = deps.clock.now();
   // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
-  if (!(await peekTicket(ctx.db, now, input.ticket, 'password-reset'))) throw new AppError('INVALID_TICKET');
-  await checkBreached(ctx.config, input.newPassword);
-  const hash = await hashPassword(ctx.config, input.newPassword);
-  await ctx.db.transaction(async (tx) => {
+  if (!(await peekTicket(deps.db, now, input.ticket, 'password-reset'))) throw new AppError('INVALID_TICKET');
+  await checkBreached(deps.config, input.newPassword);
+  const hash = await hashPassword(deps.config, input.newPassword);
+  await deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, now, input.ticket, 'password-reset');
     if (!used) throw new AppError('INVALID_TICKET');
     const account = await findAccountById(tx, used.accountId);

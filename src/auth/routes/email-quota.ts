@@ -4,8 +4,8 @@
  * 429 tells nothing about who is registered.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../config.ts';
-import { emailKey } from '../http/counters.ts';
+import type { Config } from '../../config.ts';
+import { emailKey } from '../../http/counters.ts';
 
 export async function consumeEmailQuota(
   app: FastifyInstance,

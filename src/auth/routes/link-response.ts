@@ -6,44 +6,40 @@
  * Failure: 302 to REDIRECT_URL_ERROR, else 401.
  */
 import type { FastifyReply } from 'fastify';
-import { sendSession, setSessionCookies } from '../auth/session-response.ts';
-import type { Session } from '../auth/sessions.ts';
-import type { AppContext } from '../context.ts';
-import { AppError } from '../errors.ts';
-import { withParams } from './links.ts';
-
-export type LinkOutcome =
-  | { kind: 'session'; session: Session; redirectTo?: string }
-  | { kind: 'mfa'; ticket: string; redirectTo?: string };
+import { AppError } from '../../errors.ts';
+import { withParams } from '../../mail/links.ts';
+import type { ConfigDeps } from '../deps.ts';
+import type { LinkOutcome } from '../flows/magic-link.ts';
+import { sendSession, setSessionCookies } from '../session-response.ts';
 
 /**
  * In production an emailed link must land on the app: without REDIRECT_URL_SUCCESS the link answers
  * 500 naming the setting, checked before the ticket is spent so it still works once the setting is fixed.
  */
-export function assertLinkTargetConfigured(ctx: AppContext): void {
-  if (ctx.config.isProduction && !ctx.config.REDIRECT_URL_SUCCESS)
+export function assertLinkTargetConfigured(deps: ConfigDeps): void {
+  if (deps.config.isProduction && !deps.config.REDIRECT_URL_SUCCESS)
     throw new AppError('REDIRECT_NOT_CONFIGURED');
 }
 
 export function linkSucceeded(
-  ctx: AppContext,
+  deps: ConfigDeps,
   reply: FastifyReply,
   outcome: LinkOutcome,
   useCookie: boolean,
 ) {
-  const target = outcome.redirectTo ?? ctx.config.REDIRECT_URL_SUCCESS;
+  const target = outcome.redirectTo ?? deps.config.REDIRECT_URL_SUCCESS;
   if (outcome.kind === 'mfa') {
     // The second factor is still to come: hand over the MFA ticket, never a session.
     if (!target) return reply.code(200).send({ mfa: true, ticket: outcome.ticket });
     return reply.redirect(withParams(target, { mfa: 'true', ticket: outcome.ticket }), 302);
   }
-  const now = ctx.clock.now();
-  if (!target) return reply.code(200).send(sendSession(reply, ctx.config, outcome.session, useCookie, now));
-  if (useCookie) setSessionCookies(reply, ctx.config, outcome.session, now);
+  const now = deps.clock.now();
+  if (!target) return reply.code(200).send(sendSession(reply, deps.config, outcome.session, useCookie, now));
+  if (useCookie) setSessionCookies(reply, deps.config, outcome.session, now);
   return reply.redirect(withParams(target, { refresh_token: outcome.session.refreshToken }), 302);
 }
 
-export function linkFailed(ctx: AppContext, reply: FastifyReply, code: 'INVALID_TOKEN' | 'INVALID_TICKET') {
-  if (ctx.config.REDIRECT_URL_ERROR) return reply.redirect(ctx.config.REDIRECT_URL_ERROR, 302);
+export function linkFailed(deps: ConfigDeps, reply: FastifyReply, code: 'INVALID_TOKEN' | 'INVALID_TICKET') {
+  if (deps.config.REDIRECT_URL_ERROR) return reply.redirect(deps.config.REDIRECT_URL_ERROR, 302);
   throw new AppError(code);
 }

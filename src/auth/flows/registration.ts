@@ -16,16 +16,14 @@
  * time: the password is hashed either way); the mailbox learns which it was by email.
  */
 import { randomUUID } from 'node:crypto';
-import type { AppContext } from '../context.ts';
-import type { Queryable } from '../db/database.ts';
-import { AppError } from '../errors.ts';
-import { issueActivation, sendAccountExists } from '../mail/flows/activation.ts';
-import { issueMagicLink } from '../mail/flows/magic-link.ts';
-import { accountLocale, clearAccountLocale, setAccountLocale } from '../mail/mail-store.ts';
-import { assertEmailDomain } from './accounts.ts';
+import type { Queryable } from '../../db/database.ts';
+import { AppError } from '../../errors.ts';
+import { assertEmailDomain } from '../accounts.ts';
 import {
   type AccountRow,
+  accountLocale,
   activateAccount,
+  clearAccountLocale,
   findAccountByEmail,
   findAccountById,
   insertAccount,
@@ -33,9 +31,11 @@ import {
   probeUserRow,
   resettableUserColumns,
   setAccountCredentials,
+  setAccountLocale,
   setUserFields,
-} from './accounts-store.ts';
-import { checkBreached, hashPassword } from './passwords.ts';
+} from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
+import { checkBreached, hashPassword } from '../passwords.ts';
 import {
   type AttemptRow,
   attemptsLiveSince,
@@ -44,10 +44,16 @@ import {
   insertAttempt,
   newestAttempt,
   purgeStaleAttempts,
-} from './registration-store.ts';
-import type { PublicUser } from './schemas.ts';
-import { issueSession, type Session } from './sessions.ts';
-import { type ConsumedTicket, consumeTicket, retireTickets, ticketLifetimeMinutes } from './tickets-store.ts';
+} from '../registration-store.ts';
+import type { PublicUser } from '../schemas.ts';
+import { issueSession, type Session } from '../sessions.ts';
+import {
+  type ConsumedTicket,
+  consumeTicket,
+  retireTickets,
+  ticketLifetimeMinutes,
+} from '../tickets-store.ts';
+import { issueActivation, issueMagicLink, sendAccountExists } from './link-emails.ts';
 
 export interface RegisterInput {
   email: string;
@@ -65,10 +71,10 @@ export type RegisterResult = { user: PublicUser; session?: Session };
 
 /** Picks and checks the roles of a new account (contract §4.1 step 5). */
 export function chooseRoles(
-  ctx: AppContext,
+  deps: AuthDeps,
   opts: RegisterInput['registerOptions'],
 ): { defaultRole: string; roles: string[] } {
-  const c = ctx.config;
+  const c = deps.config;
   if (
     opts?.default_role !== undefined &&
     opts.default_roles !== undefined &&
@@ -105,19 +111,19 @@ interface Plan {
  * that depends on the request alone (domain, roles, breached password, user fields) comes before the
  * address is looked up, so it is the same for every address.
  */
-export async function register(ctx: AppContext, input: RegisterInput): Promise<RegisterResult> {
-  const c = ctx.config;
+export async function register(deps: AuthDeps, input: RegisterInput): Promise<RegisterResult> {
+  const c = deps.config;
   const passwordless = input.password === undefined;
-  if (passwordless && ctx.mailer.mode === 'disabled') throw new AppError('EMAILS_DISABLED');
-  assertEmailDomain(ctx, input.email);
+  if (passwordless && !deps.mailer.sends) throw new AppError('EMAILS_DISABLED');
+  assertEmailDomain(deps, input.email);
   // Auto-activation answers a new address with tokens, which a taken address cannot get: the spec forces
   // a difference there, so the refusal is said at once (HBP's messages).
   const uniform = !c.AUTO_ACTIVATE_NEW_USERS;
   if (!uniform) {
-    const existing = await findAccountByEmail(ctx.db, input.email);
+    const existing = await findAccountByEmail(deps.db, input.email);
     if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
   }
-  const { defaultRole, roles } = chooseRoles(ctx, input.registerOptions);
+  const { defaultRole, roles } = chooseRoles(deps, input.registerOptions);
   let passwordHash: string | null = null;
   if (input.password !== undefined) {
     await checkBreached(c, input.password);
@@ -134,14 +140,14 @@ export async function register(ctx: AppContext, input: RegisterInput): Promise<R
     locale: input.locale,
     redirectTo: input.redirectTo,
   };
-  if (c.AUTO_ACTIVATE_NEW_USERS && !passwordless) return registerActive(ctx, plan);
+  if (c.AUTO_ACTIVATE_NEW_USERS && !passwordless) return registerActive(deps, plan);
   try {
-    return await registerPending(ctx, plan, uniform);
+    return await registerPending(deps, plan, uniform);
   } catch (err) {
     // Two registrations of a new address raced and the other one created the account: this request
     // is now an attempt on it, answered like any other.
     if (uniform && err instanceof AppError && err.code === 'ACCOUNT_EXISTS') {
-      return registerPending(ctx, plan, uniform);
+      return registerPending(deps, plan, uniform);
     }
     throw err;
   }
@@ -157,8 +163,8 @@ function registrationUser(
   return user;
 }
 
-async function registerActive(ctx: AppContext, plan: Plan): Promise<RegisterResult> {
-  return ctx.db.transaction(async (tx) => {
+async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResult> {
+  return deps.db.transaction(async (tx) => {
     await probeUserRow(tx, plan.userData);
     const { accountId } = await insertAccount(tx, {
       email: plan.email,
@@ -170,7 +176,7 @@ async function registerActive(ctx: AppContext, plan: Plan): Promise<RegisterResu
       userData: plan.userData,
     });
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
-    const session = await issueSession(ctx, accountId, { db: tx });
+    const session = await issueSession(deps, accountId, { db: tx });
     return { user: session.user, session };
   });
 }
@@ -179,9 +185,9 @@ async function registerActive(ctx: AppContext, plan: Plan): Promise<RegisterResu
  * A registration that waits for the address to be proven. The emails go out inside the transaction:
  * when SMTP refuses (503) nothing is left behind, for a new address as for a taken one.
  */
-async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): Promise<RegisterResult> {
-  const sends = ctx.mailer.mode !== 'disabled';
-  return ctx.db.transaction(async (tx) => {
+async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Promise<RegisterResult> {
+  const sends = deps.mailer.sends;
+  return deps.db.transaction(async (tx) => {
     const fields = await probeUserRow(tx, plan.userData);
     const existing = await lockAccountByEmail(tx, plan.email);
     if (existing && !uniform) {
@@ -191,7 +197,7 @@ async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): P
       // The first request's user fields go on the row (the operator's NOT NULL or CHECK columns hold, as
       // before); activation overwrites them. Without emails no link can prove the address: the account
       // waits for an operator, who activates the registrant's choices as given.
-      const pendingDefaults = chooseRoles(ctx, undefined);
+      const pendingDefaults = chooseRoles(deps, undefined);
       const { accountId, userId } = await insertAccount(tx, {
         email: plan.email,
         passwordHash: sends ? null : plan.passwordHash,
@@ -201,7 +207,7 @@ async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): P
         roles: sends ? pendingDefaults.roles : plan.roles,
         userData: plan.userData,
       });
-      if (sends) await addAttempt(ctx, tx, { id: accountId, email: plan.email }, plan, fields.display_name);
+      if (sends) await addAttempt(deps, tx, { id: accountId, email: plan.email }, plan, fields.display_name);
       else if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
       return { user: registrationUser(userId, plan.email, fields) };
     }
@@ -210,9 +216,9 @@ async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): P
     if (sends && existing.email !== null) {
       const account = { id: existing.id, email: existing.email };
       if (existing.active) {
-        await sendAccountExists(ctx, tx, { ...account, locale: plan.locale, redirectTo: plan.redirectTo });
+        await sendAccountExists(deps, tx, { ...account, locale: plan.locale, redirectTo: plan.redirectTo });
       } else {
-        await addAttempt(ctx, tx, account, plan, fields.display_name);
+        await addAttempt(deps, tx, account, plan, fields.display_name);
       }
     }
     return { user: registrationUser(randomUUID(), plan.email, fields) };
@@ -220,8 +226,8 @@ async function registerPending(ctx: AppContext, plan: Plan, uniform: boolean): P
 }
 
 /** The longest life of a registration link, in milliseconds. */
-function longestLinkMs(ctx: AppContext): number {
-  const c = ctx.config;
+function longestLinkMs(deps: AuthDeps): number {
+  const c = deps.config;
   return Math.max(ticketLifetimeMinutes(c, 'activation'), ticketLifetimeMinutes(c, 'magic-link')) * 60_000;
 }
 
@@ -230,15 +236,15 @@ function longestLinkMs(ctx: AppContext): number {
  * (whichever the owner follows activates the account), but from now on none of them keeps its choices.
  */
 async function addAttempt(
-  ctx: AppContext,
+  deps: AuthDeps,
   tx: Queryable,
   account: { id: string; email: string },
   plan: Plan,
   displayName: string | null,
 ): Promise<void> {
-  const now = ctx.clock.now();
+  const now = deps.clock.now();
   const purpose = plan.passwordless ? 'magic-link' : 'activation';
-  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(ctx)));
+  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(deps)));
   const others = await attemptsLiveSince(tx, account.id, now);
   const attemptId = randomUUID();
   await insertAttempt(tx, {
@@ -251,7 +257,7 @@ async function addAttempt(
     userData: plan.userData,
     locale: plan.locale ?? null,
     createdAt: now,
-    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(ctx.config, purpose) * 60_000),
+    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(deps.config, purpose) * 60_000),
   });
   const link = {
     accountId: account.id,
@@ -263,8 +269,8 @@ async function addAttempt(
     keepsChoices: others === 0,
     keepEarlier: true,
   };
-  if (plan.passwordless) await issueMagicLink(ctx, tx, { ...link, action: 'register' });
-  else await issueActivation(ctx, tx, link);
+  if (plan.passwordless) await issueMagicLink(deps, tx, { ...link, action: 'register' });
+  else await issueActivation(deps, tx, link);
 }
 
 /**
@@ -273,22 +279,22 @@ async function addAttempt(
  * whoever asked for it may not be whoever registered, and the owner cannot tell the links apart.
  */
 export async function resendRegistration(
-  ctx: AppContext,
+  deps: AuthDeps,
   tx: Queryable,
   account: AccountRow & { email: string },
   redirectTo: string | undefined,
 ): Promise<void> {
-  const now = ctx.clock.now();
+  const now = deps.clock.now();
   const newest = await newestAttempt(tx, account.id);
   // A magic register link when the latest registration was password-less (accounts from before
   // attempts: when the account has no password), else an activation link.
   const passwordless =
-    ctx.config.MAGIC_LINK_ENABLED &&
+    deps.config.MAGIC_LINK_ENABLED &&
     (newest ? newest.kind === 'passwordless' : account.password_hash === null);
   const purpose = passwordless ? 'magic-link' : 'activation';
   await retireTickets(tx, now, account.id, 'activation');
   await retireTickets(tx, now, account.id, 'magic-link');
-  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(ctx)));
+  await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(deps)));
   const attemptId = randomUUID();
   await insertAttempt(tx, {
     id: attemptId,
@@ -300,7 +306,7 @@ export async function resendRegistration(
     userData: null,
     locale: null,
     createdAt: now,
-    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(ctx.config, purpose) * 60_000),
+    expiresAt: new Date(now.getTime() + ticketLifetimeMinutes(deps.config, purpose) * 60_000),
   });
   const link = {
     accountId: account.id,
@@ -312,8 +318,8 @@ export async function resendRegistration(
     locale: newest?.locale ?? (await accountLocale(tx, account.id)),
     keepsChoices: false,
   };
-  if (passwordless) await issueMagicLink(ctx, tx, { ...link, action: 'register' });
-  else await issueActivation(ctx, tx, link);
+  if (passwordless) await issueMagicLink(deps, tx, { ...link, action: 'register' });
+  else await issueActivation(deps, tx, link);
 }
 
 /**
@@ -322,15 +328,15 @@ export async function resendRegistration(
  * `redirect_to` given at registration, if any.
  */
 export async function activateWithTicket(
-  ctx: AppContext,
+  deps: AuthDeps,
   ticket: string,
 ): Promise<{ session: Session; redirectTo?: string } | undefined> {
-  return ctx.db.transaction(async (tx) => {
-    const used = await consumeTicket(tx, ctx.clock.now(), ticket, 'activation');
+  return deps.db.transaction(async (tx) => {
+    const used = await consumeTicket(tx, deps.clock.now(), ticket, 'activation');
     if (!used) return undefined;
-    if (!(await completeRegistration(ctx, tx, used))) return undefined;
+    if (!(await completeRegistration(deps, tx, used))) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
-    return { session: await issueSession(ctx, used.accountId, { db: tx }), redirectTo };
+    return { session: await issueSession(deps, used.accountId, { db: tx }), redirectTo };
   });
 }
 
@@ -344,7 +350,7 @@ export async function activateWithTicket(
  * account is not pending any more.
  */
 export async function completeRegistration(
-  ctx: AppContext,
+  deps: AuthDeps,
   tx: Queryable,
   used: ConsumedTicket,
 ): Promise<boolean> {
@@ -356,9 +362,9 @@ export async function completeRegistration(
     attempt !== undefined &&
     attempt.kind !== 'resend' &&
     (await attemptsLiveSince(tx, account.id, attempt.created_at, attempt.id)) === 0;
-  await grantChoices(ctx, tx, account, alone ? attempt : undefined);
+  await grantChoices(deps, tx, account, alone ? attempt : undefined);
   await deleteAttempts(tx, account.id);
-  const now = ctx.clock.now();
+  const now = deps.clock.now();
   await retireTickets(tx, now, account.id, 'activation');
   await retireTickets(tx, now, account.id, 'magic-link');
   return true;
@@ -366,17 +372,17 @@ export async function completeRegistration(
 
 /** Writes the attempt's choices on the account, or the defaults when there is no attempt to keep. */
 async function grantChoices(
-  ctx: AppContext,
+  deps: AuthDeps,
   tx: Queryable,
   account: AccountRow,
   attempt: AttemptRow | undefined,
 ): Promise<void> {
-  const c = ctx.config;
-  let roles = chooseRoles(ctx, undefined);
+  const c = deps.config;
+  let roles = chooseRoles(deps, undefined);
   if (attempt?.roles && attempt.default_role) {
     try {
       // Checked again: the role settings may have changed since the registration.
-      roles = chooseRoles(ctx, { allowed_roles: attempt.roles, default_role: attempt.default_role });
+      roles = chooseRoles(deps, { allowed_roles: attempt.roles, default_role: attempt.default_role });
     } catch {
       // No longer allowed: the defaults.
     }
@@ -394,4 +400,23 @@ async function grantChoices(
   await setUserFields(tx, account.user_id, attempt?.user_data ?? { display_name: account.email }, reset);
   if (attempt?.locale) await setAccountLocale(tx, account.id, attempt.locale);
   else await clearAccountLocale(tx, account.id);
+}
+
+/**
+ * POST /auth/activate/resend: a new link for an account that is still waiting for activation (an
+ * activation link, or a magic register link after a password-less registration). Runs after the
+ * response, so the answer is the same, in status and in time, whether or not the address has such an
+ * account.
+ */
+export function resendActivation(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
+  deps.tasks.later('activation-resend', async () => {
+    const found = await findAccountByEmail(deps.db, input.email);
+    if (!found || found.active || found.is_anonymous || !found.email) return;
+    await deps.db.transaction(async (tx) => {
+      // Read again under lock: an activation or a registration of the same account waits for this one.
+      const account = await lockAccountByEmail(tx, input.email);
+      if (!account || account.active || account.email === null) return;
+      await resendRegistration(deps, tx, { ...account, email: account.email }, input.redirectTo);
+    });
+  });
 }

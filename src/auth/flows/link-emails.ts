@@ -1,0 +1,143 @@
+/**
+ * The emails that carry a sign-in or registration link (activation, magic link) and the notice to an
+ * address that already has an account. Each is issued inside the caller's transaction and handed to the
+ * MailPort with it: when the message is refused (503) the account, attempt or ticket rolls back with it,
+ * so nobody is left with an account they cannot activate or a ticket they never received.
+ */
+
+import type { Queryable } from '../../db/database.ts';
+import { serviceLink } from '../../mail/links.ts';
+import { accountLocale, loadProfile } from '../accounts-store.ts';
+import type { AuthDeps } from '../deps.ts';
+import { issueTicket } from '../tickets-store.ts';
+
+export interface ActivationInput {
+  accountId: string;
+  email: string;
+  displayName: string;
+  /** Where GET /auth/activate sends the browser (already checked against ALLOWED_REDIRECT_URLS). */
+  redirectTo?: string;
+  /** The registration attempt whose choices the link may apply (see auth/flows/registration.ts). */
+  attemptId?: string;
+  /** Template locale; the account's when not given. */
+  locale?: string;
+  /** False when following this link will keep no password or choice (the email says so). */
+  keepsChoices?: boolean;
+  /** Keep the account's earlier activation links valid (another attempt's link). */
+  keepEarlier?: boolean;
+}
+
+/**
+ * Issues an 'activation' ticket and emails the link `GET /auth/activate?ticket=…` (header X-Ticket).
+ * With EMAILS_ENABLED=false nothing is issued: the account waits for an operator to activate it.
+ */
+export async function issueActivation(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: ActivationInput,
+): Promise<void> {
+  if (!deps.mailer.sends) return;
+  const payload: Record<string, unknown> = {};
+  if (input.redirectTo) payload.redirect_to = input.redirectTo;
+  if (input.attemptId) payload.attempt_id = input.attemptId;
+  const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId: input.accountId,
+    purpose: 'activation',
+    payload,
+    keepEarlier: input.keepEarlier,
+  });
+  const link = serviceLink(deps.config, '/auth/activate', { ticket });
+  await deps.mailer.send(tx, {
+    to: input.email,
+    template: 'activate-account',
+    locals: {
+      display_name: input.displayName,
+      email: input.email,
+      url: deps.config.SERVER_URL,
+      ticket,
+      link,
+      keeps_choices: input.keepsChoices ?? true,
+      locale: input.locale ?? (await accountLocale(tx, input.accountId)),
+    },
+    headers: { 'X-Ticket': ticket },
+  });
+}
+
+/**
+ * Tells an address that already has an active account that someone (perhaps its owner) tried to register
+ * it again, with a way in: the app's sign-in page (`redirect_to`, else REDIRECT_URL_SUCCESS, else
+ * SERVER_URL). Nothing on the account changes. No ticket: a reset is asked for the usual way.
+ */
+export async function sendAccountExists(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: { id: string; email: string; locale?: string; redirectTo?: string },
+): Promise<void> {
+  const c = deps.config;
+  const profile = await loadProfile(tx, input.id);
+  await deps.mailer.send(tx, {
+    to: input.email,
+    template: 'account-exists',
+    locals: {
+      display_name: profile?.user.display_name ?? input.email,
+      email: input.email,
+      url: c.SERVER_URL,
+      link: input.redirectTo ?? (c.REDIRECT_URL_SUCCESS || c.SERVER_URL),
+      lost_password: c.LOST_PASSWORD_ENABLED,
+      locale: (await accountLocale(tx, input.id)) ?? input.locale,
+    },
+  });
+}
+
+export type MagicAction = 'register' | 'log-in';
+
+export interface MagicLinkInput {
+  accountId: string;
+  email: string;
+  displayName: string;
+  action: MagicAction;
+  redirectTo?: string;
+  /** `register`: the registration attempt whose choices the link may apply (see auth/flows/registration.ts). */
+  attemptId?: string;
+  /** Template locale; the account's when not given. */
+  locale?: string;
+  /** `register`: false when following the link will keep no choice made at registration. */
+  keepsChoices?: boolean;
+  /** Keep the account's earlier magic links valid (another registration attempt's link). */
+  keepEarlier?: boolean;
+}
+
+/** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
+export async function issueMagicLink(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: MagicLinkInput,
+): Promise<void> {
+  const payload: Record<string, unknown> = { action: input.action };
+  if (input.redirectTo) payload.redirect_to = input.redirectTo;
+  if (input.attemptId) payload.attempt_id = input.attemptId;
+  const { ticket: token } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId: input.accountId,
+    purpose: 'magic-link',
+    payload,
+    keepEarlier: input.keepEarlier,
+  });
+  const link = serviceLink(deps.config, '/auth/magic-link', { action: input.action, token });
+  await deps.mailer.send(tx, {
+    to: input.email,
+    template: 'magic-link',
+    locals: {
+      display_name: input.displayName,
+      email: input.email,
+      url: deps.config.SERVER_URL,
+      token,
+      link,
+      // HBP's locals: `action` is shown in the text, `action_url` goes into the link.
+      action: input.action === 'register' ? 'register' : 'log in',
+      action_url: input.action,
+      ...(input.action === 'register' ? { keeps_choices: input.keepsChoices ?? true } : {}),
+      locale: input.locale ?? (await accountLocale(tx, input.accountId)),
+    },
+    headers: { 'X-Token': token },
+  });
+}
