@@ -177,6 +177,13 @@ function oauth1Creds(p: OAuth1Provider, token?: { token: string; secret: string 
   };
 }
 
+/** The enabled provider of that name; 404 for a disabled or unknown one. */
+export function enabledProvider(deps: Pick<OAuthDeps, 'registry'>, name: string): Provider {
+  const p = deps.registry.get(name);
+  if (!p) throw new AppError('NOT_FOUND');
+  return p;
+}
+
 /** The outcome of a callback: a session, or the MFA step for an account with a second factor. */
 export type ProviderOutcome =
   | { kind: 'session'; session: Session; redirectTo?: string; useCookie: boolean }
@@ -492,9 +499,10 @@ const tokenContext = (linkId: string) => `provider-tokens:${linkId}`;
 export async function readProviderTokens(
   deps: OAuthDeps,
   userId: string,
-  provider: ProviderName,
-): Promise<StoredTokens & { provider: ProviderName }> {
+  provider: string,
+): Promise<StoredTokens & { provider: string }> {
   const account = await callerAccount(deps, userId);
+  enabledProvider(deps, provider);
   const found = await findLinkTokens(deps.db, account.id, provider);
   if (!found) throw new AppError('PROVIDER_NOT_LINKED');
   if (found.sealed === null) throw new AppError('PROVIDER_TOKENS_NOT_STORED');
@@ -517,10 +525,11 @@ export async function readProviderTokens(
 export async function unlinkProvider(
   deps: OAuthDeps,
   userId: string,
-  provider: ProviderName,
+  provider: string,
   reauth: Reauthentication,
 ): Promise<void> {
   const account = await callerAccount(deps, userId);
+  enabledProvider(deps, provider);
   await assertReauthenticated(deps, account, reauth);
   await deps.db.transaction(async (tx) => {
     // Two unlinks at once must not both see the other's provider as the remaining way in.

@@ -10,7 +10,7 @@ import { signedCookie } from '../../../http/identity.ts';
 import { withParams } from '../../../mail/links.ts';
 import { signInEvent } from '../../../metrics/events.ts';
 import type { ConfigDeps } from '../../deps.ts';
-import type { OAuthDeps, ProviderOutcome } from '../../flows/oauth.ts';
+import { enabledProvider, type ProviderOutcome } from '../../flows/oauth.ts';
 import { randomValue } from '../../oauth/oauth2.ts';
 import type { Provider } from '../../oauth/providers.ts';
 import { sendSession, setSessionCookies } from '../../session-response.ts';
@@ -62,11 +62,7 @@ export const ProviderParam = (names: readonly string[]) =>
   );
 
 /** The enabled provider named in the path; 404 for any other. */
-export function providerOf(deps: OAuthDeps, name: string): Provider {
-  const p = deps.registry.get(name);
-  if (!p) throw new AppError('NOT_FOUND');
-  return p;
-}
+export const providerOf = enabledProvider;
 
 /** Where a successful sign-in lands: `redirect_to`, else PROVIDER_SUCCESS_REDIRECT, else REDIRECT_URL_SUCCESS. */
 export function successTarget(ctx: ConfigDeps, redirectTo: string | undefined): string {

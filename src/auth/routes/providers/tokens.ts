@@ -6,7 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
 import { type OAuthDeps, readProviderTokens } from '../../flows/oauth.ts';
-import { ProviderParam, providerOf } from './common.ts';
+import { ProviderParam } from './common.ts';
 
 const Tokens = Type.Object({
   provider: Type.String(),
@@ -36,8 +36,8 @@ export const providerTokensRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }>
       },
     },
     async (request) => {
-      const provider = providerOf(deps, request.params.provider);
-      return readProviderTokens(deps, request.user['user-id'], provider.name);
+      // The caller's account is checked before the provider name (a deleted account is 401, not 404).
+      return readProviderTokens(deps, request.user['user-id'], request.params.provider);
     },
   );
 };

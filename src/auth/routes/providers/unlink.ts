@@ -8,7 +8,7 @@ import { errorResponses } from '../../../errors.ts';
 import { type OAuthDeps, unlinkProvider } from '../../flows/oauth.ts';
 import { NoContent, ReauthPassword } from '../../schemas.ts';
 import { bodyDefaultsToObject, reauthentication } from '../common.ts';
-import { ProviderParam, providerOf } from './common.ts';
+import { ProviderParam } from './common.ts';
 
 export const providerUnlinkRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }> = async (app, { deps }) => {
   app.post(
@@ -25,11 +25,11 @@ export const providerUnlinkRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }>
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
-      const provider = providerOf(deps, request.params.provider);
+      // The caller's account is checked before the provider name (a deleted account is 401, not 404).
       await unlinkProvider(
         deps,
         request.user['user-id'],
-        provider.name,
+        request.params.provider,
         reauthentication(request, request.body.password),
       );
       return reply.code(204).send(null);
