@@ -70,6 +70,14 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   warnUntrustedForwarding(app as unknown as FastifyInstance);
   app.setValidatorCompiler(validatorCompiler);
   installErrorHandling(app);
+  // An empty body labelled JSON is no body, as when the label is absent: clients send
+  // `content-type: application/json` on every POST, including those of routes that need no body.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (String(body).trim() === '') return done(null, undefined);
+    void parseJson(request, body as string, done);
+  });
   // A callback hook: an async one costs a promise per request for a single header.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
@@ -123,6 +131,10 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     await app.register(
       async (auth) => {
         auth.addHook('onSend', async (_req, reply) => {
+          // A route that declares its answer public (the JWKS) keeps that; everything else is no-store.
+          const declared = reply.getHeader('cache-control');
+          if (reply.statusCode === 200 && typeof declared === 'string' && declared.startsWith('public,'))
+            return;
           reply.headers(NO_CACHE_HEADERS);
         });
         await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });

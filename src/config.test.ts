@@ -21,6 +21,8 @@ const PRODUCTION_OK = {
   DATABASE_URL: 'postgres://gatehouse@db:5432/app',
   COOKIE_SECRET: 'c'.repeat(32),
   MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+  JWT_ALGORITHM: 'HS256',
+  JWT_KEY: 'k'.repeat(32),
 };
 
 describe('loadConfig', () => {
@@ -232,6 +234,28 @@ describe('loadConfig', () => {
     assert.equal(c.CORS_ORIGINS.length, 4);
   });
 
+  it('listens on 127.0.0.1 outside production and on every interface in production', () => {
+    assert.equal(loadConfig({}).HOST, '127.0.0.1');
+    assert.equal(loadConfig(PRODUCTION_OK).HOST, '0.0.0.0');
+    assert.equal(loadConfig({ HOST: '0.0.0.0' }).HOST, '0.0.0.0');
+  });
+
+  it('reports the checks across settings and the key problems along with a value that does not parse', () => {
+    assert.deepEqual(
+      problems({ PORT: 'abc', COOKIE_SAME_SITE: 'none', JWT_ALGORITHM: 'HS512', JWT_KEY: 'short' }),
+      [
+        'PORT must be a whole number, got "abc"',
+        'COOKIE_SAME_SITE=none needs COOKIE_SECURE=true (cookies sent cross-site must be HTTPS-only)',
+        'JWT_KEY must be at least 64 bytes long for HS512',
+      ],
+    );
+    // A check about a setting that did not parse is left out: its own problem is already listed.
+    assert.deepEqual(problems({ COOKIE_SECURE: 'maybe', COOKIE_SAME_SITE: 'none' }), [
+      'COOKIE_SECURE must be true or false, got "maybe"',
+    ]);
+    assert.deepEqual(problems({ JWT_KEY: 'not a pem' }), ['JWT_KEY is not a valid PEM private key']);
+  });
+
   it('requires S3_BUCKET with S3_ENDPOINT', () => {
     assert.deepEqual(problems({ S3_ENDPOINT: 'minio:9000' }), [
       'S3_BUCKET is required when S3_ENDPOINT is set',
@@ -243,6 +267,10 @@ describe('loadConfig', () => {
       'DATABASE_URL is required in production (the embedded database is for development)',
       'COOKIE_SECRET is required in production (cookies are always signed)',
       'MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true',
+      'JWT_KEY (a PEM private key) or the file custom/keys/private.pem is required in production for RS256; `gatehouse keys generate` makes one',
+    ]);
+    assert.deepEqual(problems({ ...PRODUCTION_OK, JWT_KEY: '' }), [
+      'JWT_KEY is required in production for HS256 (a shared secret of at least 32 bytes)',
     ]);
     assert.deepEqual(problems({ ...PRODUCTION_OK, MFA_ENCRYPTION_KEY: '' }), [
       'MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true',

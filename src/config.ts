@@ -8,6 +8,9 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
+import { JWT_ALGORITHMS, keySettingProblems } from './auth/key-material.ts';
+
+export { JWT_ALGORITHMS, type JwtAlgorithm } from './auth/key-material.ts';
 
 type Env = Record<string, string | undefined>;
 type Partial = Record<string, unknown>;
@@ -233,18 +236,6 @@ const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
 
-export const JWT_ALGORITHMS = [
-  'HS256',
-  'HS384',
-  'HS512',
-  'RS256',
-  'RS384',
-  'RS512',
-  'ES256',
-  'EdDSA',
-] as const;
-export type JwtAlgorithm = (typeof JWT_ALGORITHMS)[number];
-
 // --- OAuth and OpenID Connect providers (issue 19): helpers of the settings block at the end of SETTINGS ---
 
 /** A URL setting with a default (a provider endpoint); http(s) only. */
@@ -325,7 +316,14 @@ const SETTINGS = {
     'development',
     '`production` refuses development-only settings (generated keys, embedded database, short secrets) and makes cookies `Secure` by default.',
   ),
-  HOST: str(APP, '0.0.0.0', 'Interface to listen on (HBP: empty means all interfaces).'),
+  HOST: shownAs(
+    str(
+      APP,
+      (c) => (c.NODE_ENV === 'production' ? '0.0.0.0' : '127.0.0.1'),
+      'Interface to listen on. Outside production only this machine can connect (`127.0.0.1`); set `0.0.0.0` (every IPv4 interface) or `::` to accept other machines, as production does by default (HBP: every interface always).',
+    ),
+    '`127.0.0.1`; `0.0.0.0` in production',
+  ),
   PORT: int(APP, 3000, 'Port to listen on.', { min: 0, max: 65535 }),
   SERVER_URL: shownAs(
     str(
@@ -530,6 +528,34 @@ const SETTINGS = {
     { secret: true },
   ),
   JWT_ALGORITHM: oneOf(JWT, JWT_ALGORITHMS, 'RS256', 'Access-token signing algorithm.'),
+  JWT_PREVIOUS_KEY: str(
+    JWT,
+    '',
+    'Key(s) retired by a rotation (RS*/ES256/EdDSA only): one or more PEM keys, private or public, of the same type as `JWT_KEY`. Tokens they signed still verify and their public halves stay in `/auth/jwks`, until `JWT_KEY_ROTATED_AT` + `JWKS_MAX_AGE` + `JWT_EXPIRES_IN` when that is set, else until removed. Unset with keys from files: `<key file stem>.previous.pem` beside the key file, written by `gatehouse keys rotate`.',
+    { secret: true },
+  ),
+  JWT_KEY_ROTATED_AT: {
+    group: JWT,
+    doc: 'When `JWT_KEY` replaced `JWT_PREVIOUS_KEY` (ISO 8601, such as `2025-01-31T12:00:00Z`). Until `JWKS_MAX_AGE` seconds later a private previous key still signs, so that verifiers whose cached JWKS does not hold the new key yet keep accepting new tokens; `JWT_EXPIRES_IN` after that the previous key is dropped. Unset: the new key signs at once.',
+    default: '',
+    parse(raw: string): string {
+      const v = raw.trim();
+      if (
+        !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(v) ||
+        Number.isNaN(Date.parse(v))
+      )
+        throw new Invalid(
+          `must be an ISO 8601 instant with its zone, such as 2025-01-31T12:00:00Z, got "${raw}"`,
+        );
+      return new Date(v).toISOString();
+    },
+  } satisfies Setting<string>,
+  JWKS_MAX_AGE: int(
+    JWT,
+    300,
+    '`Cache-Control: public, max-age` of `/auth/jwks`, in seconds: how long verifiers (Hasura refreshes its JWKS on this schedule) may keep the key set. After a rotation (`JWT_KEY_ROTATED_AT`) the new key starts signing this long after it is published.',
+    { min: 0, max: 86_400 },
+  ),
   JWT_CLAIMS_NAMESPACE: str(
     JWT,
     'https://hasura.io/jwt/claims',
@@ -993,6 +1019,7 @@ export function readEnv(env: Env = process.env, dir = process.cwd()): Env {
  */
 export function loadConfig(env: Env, overrides: Partial = {}): Config {
   const problems: string[] = [];
+  const failed: string[] = [];
   const out: Partial = {};
   for (const [name, setting] of Object.entries(SETTINGS) as [string, Setting<unknown>][]) {
     if (name in overrides) {
@@ -1000,6 +1027,7 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
       continue;
     }
     const present = [name, ...(setting.aliases ?? [])].filter((n) => env[n] !== undefined && env[n] !== '');
+    const before = problems.length;
     if (present.length === 0) {
       out[name] =
         typeof setting.default === 'function'
@@ -1016,18 +1044,29 @@ export function loadConfig(env: Env, overrides: Partial = {}): Config {
         problems.push(`${n} ${e.message}`);
       }
     }
-    if (parsed.length < present.length) continue;
     // An alias may repeat the setting (`AUTH_ENABLE=true` with `AUTH_ENABLED=TRUE`), never contradict it.
-    if (new Set(parsed.map((v) => JSON.stringify(v))).size > 1) {
+    if (parsed.length === present.length && new Set(parsed.map((v) => JSON.stringify(v))).size > 1)
       problems.push(`${present.join(' and ')} are both set, to different values; set only ${name}`);
+    if (parsed.length === present.length && problems.length === before) {
+      out[name] = parsed[0];
       continue;
     }
-    out[name] = parsed[0];
+    // Bad: the default stands in so that the checks below still run and every problem is told at once;
+    // their findings about this setting itself are left out (its own problem is already listed).
+    failed.push(name);
+    out[name] =
+      typeof setting.default === 'function'
+        ? (setting.default as (c: Partial) => unknown)(out)
+        : setting.default;
   }
   for (const key of Object.keys(overrides)) {
     if (!(key in SETTINGS)) problems.push(`unknown setting ${key}`);
   }
-  if (problems.length === 0) crossChecks(out, problems);
+  const later: string[] = [];
+  crossChecks(out, later);
+  for (const p of [...later, ...keySettingProblems(out as unknown as Config)]) {
+    if (!failed.some((name) => new RegExp(`\\b${name}\\b`).test(p))) problems.push(p);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   out.isProduction = out.NODE_ENV === 'production';
   return Object.freeze(out) as Config;
@@ -1106,10 +1145,14 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
     if (!c.MFA_ENCRYPTION_KEY && c.MFA_ENABLED)
       problems.push('MFA_ENCRYPTION_KEY is required in production when MFA_ENABLED is true');
+    if (c.EMAILS_ENABLED && !c.SMTP_HOST)
+      problems.push(
+        'SMTP_HOST is required in production when EMAILS_ENABLED is true (or set EMAILS_ENABLED=false)',
+      );
     const metricsToken = c.METRICS_TOKEN as string;
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
       problems.push(`METRICS_TOKEN must be at least ${MIN_SECRET_LENGTH} characters in production`);
-    // JWT_KEY may instead come from CUSTOM_DIR/keys/private.pem; the key loader checks that.
+    // JWT_KEY (or CUSTOM_DIR/keys/private.pem) is checked by keySettingProblems, with the key itself.
   }
 }
 

@@ -8,12 +8,12 @@
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthDeps } from './auth/deps.ts';
-import { type JwtKeys, loadJwtKeys } from './auth/keys.ts';
+import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
-import type { Config } from './config.ts';
+import { type Config, ConfigError } from './config.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
@@ -21,7 +21,7 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
-import { loadRules, type StorageRules } from './storage/rules/rules.ts';
+import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
 export interface AppContext {
   readonly config: Config;
@@ -53,8 +53,33 @@ export interface ContextOptions {
   db?: Database;
 }
 
-/** Opens the database (migrating it), loads keys and secrets. */
+/**
+ * Loads keys and secrets and reads the storage rules, then opens the database (migrating it). Everything
+ * that can be wrong without a database is checked first and reported together as one ConfigError, so a
+ * start that is going to fail never touches the database.
+ */
 export async function createContext(config: Config, opts: ContextOptions): Promise<AppContext> {
+  const problems: string[] = [];
+  const attempt = async <T>(what: () => T | Promise<T>): Promise<T | undefined> => {
+    try {
+      return await what();
+    } catch (err) {
+      if (!(err instanceof KeyError || err instanceof RulesFileError || isFileError(err))) throw err;
+      problems.push((err as Error).message);
+      return undefined;
+    }
+  };
+  const clock = opts.clock ?? systemClock;
+  const keys = await attempt(() => loadJwtKeys(config, { now: clock.now() }));
+  const secret = await attempt(() => cookieSecret(config));
+  const mfaBox =
+    config.AUTH_ENABLED && config.MFA_ENABLED ? await attempt(() => SecretBox.fromConfig(config)) : undefined;
+  const rules = config.STORAGE_ENABLED
+    ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))
+    : undefined;
+  if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
+  opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
+
   const db =
     opts.db ??
     (config.DATABASE_URL
@@ -63,24 +88,18 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
-    const keys = await loadJwtKeys(config);
-    opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
-    let mfaBox: SecretBox | undefined;
     if (config.AUTH_ENABLED) {
       await ensureAuthSchema({ config, db });
-      if (config.MFA_ENABLED) {
-        mfaBox = SecretBox.fromConfig(config);
-        await resealMfaSecrets({ db, box: mfaBox }, opts.log);
-      }
+      if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
     }
     const mailer = createMailer(config, { log: opts.log });
-    const storage = config.STORAGE_ENABLED ? await openStorage(config, opts.log) : undefined;
+    const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     return {
       config,
       db,
-      clock: opts.clock ?? systemClock,
+      clock,
       keys,
-      cookieSecret: cookieSecret(config),
+      cookieSecret: secret,
       mailer,
       tasks: backgroundTasks(opts.log),
       mfaBox,
@@ -92,9 +111,18 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   }
 }
 
-/** Rules first (a mistake in them stops the start), then the store; an unreachable S3 only warns. */
-async function openStorage(config: Config, log: FastifyBaseLogger): Promise<StorageContext> {
-  const rules = loadRules(config.STORAGE_RULES_PATH);
+/** A key or secret file that cannot be read or written (permissions, a folder in its place). */
+function isFileError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EROFS';
+}
+
+/** The store (the rules are already loaded); an unreachable S3 only warns. */
+async function openStorage(
+  config: Config,
+  rules: StorageRules,
+  log: FastifyBaseLogger,
+): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
   const objects = createObjectStore(config);
   try {

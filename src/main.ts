@@ -1,19 +1,25 @@
 /**
- * Process entry: read the configuration (exit 1 with one message listing every problem), start the
- * server, and stop it gracefully on SIGTERM/SIGINT (see server.ts).
+ * Process entry: read the configuration, start the server, and stop it gracefully on SIGTERM/SIGINT (see
+ * server.ts). A start that cannot succeed exits 1 with a message for a person on stderr: every
+ * configuration and key problem at once (before the database is opened), or one line naming what is in
+ * the way (a port in use, an embedded database in use) and what to do about it.
  */
 import pino from 'pino';
 import { REDACT } from './app.ts';
 import { type Config, ConfigError, loadConfig, readEnv } from './config.ts';
-import { installShutdown, startServer } from './server.ts';
+import { installShutdown, startFailure, startServer } from './server.ts';
+
+function refuse(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
 
 let config: Config;
 try {
   config = loadConfig(readEnv());
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`${err.message}\n`);
-  process.exit(1);
+  refuse(err.message);
 }
 
 const log = pino({ level: config.LOG_LEVEL, redact: REDACT });
@@ -21,6 +27,9 @@ try {
   const server = await startServer(config, { log });
   installShutdown(server, { log });
 } catch (err) {
+  if (err instanceof ConfigError) refuse(err.message);
+  const known = startFailure(err, config);
+  if (known) refuse(`Cannot start: ${known}`);
   log.fatal({ err }, `cannot start: ${(err as Error).message}`);
   process.exit(1);
 }

@@ -9,6 +9,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
+import { DatabaseInUse } from './db/database.ts';
 import { applyHasuraMetadata } from './hasura/metadata.ts';
 
 export interface RunningServer {
@@ -77,6 +78,42 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
     await closeContext(ctx).catch(() => {});
     throw err;
   }
+}
+
+/**
+ * A start failure an operator can fix, as one line saying what is in the way and what to do; undefined
+ * for anything else (logged with its stack). Never shows DATABASE_URL's password.
+ */
+export function startFailure(err: unknown, config: Config): string | undefined {
+  if (err instanceof DatabaseInUse) return err.message;
+  const e = err as NodeJS.ErrnoException & { hostname?: string };
+  const where = `${config.HOST}:${config.PORT}`;
+  switch (e?.code) {
+    case 'EADDRINUSE':
+      return `port ${config.PORT} on ${config.HOST} is already in use by another program; stop it, or set PORT to a free port (PORT=0 picks one)`;
+    case 'EACCES':
+      if (e.syscall === 'listen')
+        return `not allowed to listen on ${where} (ports below 1024 need privileges); set PORT to 1024 or above`;
+      return undefined;
+    case 'EADDRNOTAVAIL':
+      return `HOST ${config.HOST} is not an address of this machine; use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      if (e.syscall === 'getaddrinfo' && e.hostname === config.HOST)
+        return `HOST ${config.HOST} does not resolve to an address of this machine; use 127.0.0.1 or 0.0.0.0`;
+      break;
+  }
+  // The pool's connection error, possibly wrapped by the query that met it.
+  let cause: unknown = err;
+  for (let depth = 0; cause && depth < 4; depth++) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    if (config.DATABASE_URL && (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT')) {
+      const url = new URL(config.DATABASE_URL);
+      return `cannot reach PostgreSQL at ${url.hostname}:${url.port || 5432} (${code}); start it, or correct DATABASE_URL`;
+    }
+    cause = (cause as Error).cause;
+  }
+  return undefined;
 }
 
 /** Closes the server (waiting for in-flight requests) and then the context. */

@@ -5,7 +5,7 @@
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { Config } from '../config.ts';
 import { kebabCase } from './claim-names.ts';
-import type { JwtKeys } from './keys.ts';
+import { type JwtKeys, signingKeyAt, verifyingKeysAt } from './keys.ts';
 
 /** Un-prefixed permission variables, as storage rules see them in `request.auth`. */
 export type PermissionVariables = {
@@ -77,7 +77,8 @@ export async function signAccessToken(
   for (const [k, v] of Object.entries(vars)) claims[`x-hasura-${k}`] = v;
   const iat = Math.floor(now.getTime() / 1000);
   const lifetimeS = config.JWT_EXPIRES_IN * 60;
-  const header = keys.kid ? { alg: keys.algorithm, kid: keys.kid } : { alg: keys.algorithm };
+  const signer = signingKeyAt(keys, now);
+  const header = signer.kid ? { alg: keys.algorithm, kid: signer.kid } : { alg: keys.algorithm };
   const payload: Record<string, unknown> = { [config.JWT_CLAIMS_NAMESPACE]: claims };
   // A standard top-level claim: Hasura reads only its namespace and ignores it.
   if (opts.authTime) payload[AUTH_TIME_CLAIM] = Math.floor(opts.authTime.getTime() / 1000);
@@ -87,7 +88,7 @@ export async function signAccessToken(
     .setIssuer(config.JWT_ISSUER)
     .setIssuedAt(iat)
     .setExpirationTime(iat + lifetimeS)
-    .sign(keys.signCryptoKey);
+    .sign(signer.key);
   return { token, expiresInMs: lifetimeS * 1000, expiresAt: new Date((iat + lifetimeS) * 1000) };
 }
 
@@ -102,10 +103,57 @@ interface Verified {
   nbf: number | undefined;
 }
 
+/** Printable, short and quote-free: the token's own header or claim, echoed in a refusal. */
+function shown(v: unknown): string {
+  return `'${String(v)
+    .replace(/[^\w.:/@+-]/g, '?')
+    .slice(0, 64)}'`;
+}
+
+/**
+ * Why jose refused a token, in words that say what to do. It tells only what the caller's own token
+ * holds and what this service signs with (public facts: the algorithm, the issuer in every token).
+ */
+/** A token whose `kid` names no key this service accepts now. */
+class UnknownKey extends Error {
+  constructor(readonly kid: string) {
+    super('unknown kid');
+  }
+}
+
+function refusal(err: unknown, keys: JwtKeys, config: Config): string {
+  if (err instanceof UnknownKey)
+    return `access token is signed with a key this service does not accept (kid ${shown(err.kid)}: another service's, or one retired by a key rotation whose tokens have all expired)`;
+  if (err instanceof joseErrors.JWTExpired)
+    return 'access token expired; get a new one from /auth/token/refresh';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    if (err.claim === 'exp' && err.reason === 'missing') return 'access token has no expiry (exp)';
+    if (err.claim === 'iss')
+      return `access token issued by ${shown(err.payload.iss ?? '(none)')}, not by this service (${shown(config.JWT_ISSUER)})`;
+    if (err.claim === 'nbf') return 'access token is not valid yet (nbf is in the future)';
+    return `access token claim ${shown(err.claim)} is not valid`;
+  }
+  if (err instanceof joseErrors.JOSEAlgNotAllowed)
+    return `access token is signed with another algorithm; this service signs and accepts only ${keys.algorithm}`;
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed)
+    return "access token signature does not match this service's key (signed by another service, or tampered with)";
+  return 'access token is malformed (not a signed JWT)';
+}
+
 async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
+  let unknownKid: string | undefined;
   try {
-    ({ payload } = await jwtVerify(token, keys.verifyCryptoKey, {
+    // The key named by the token's kid among those live now (a rotation publishes two). A token without
+    // a kid, or with one we do not know (HBP, which signed with the same key, may have named it its own
+    // way), is checked against the current key: the kid only chooses, the signature decides.
+    const live = verifyingKeysAt(keys, now);
+    const keyFor = (header: { kid?: string }) => {
+      const found = header.kid === undefined ? undefined : live.find((k) => k.kid === header.kid);
+      if (header.kid !== undefined && !found) unknownKid = header.kid;
+      return found?.verifyCryptoKey ?? keys.verifyCryptoKey;
+    };
+    ({ payload } = await jwtVerify(token, keyFor, {
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
@@ -113,10 +161,11 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
       requiredClaims: ['exp'],
     }));
   } catch (err) {
-    if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'exp' && err.reason === 'missing')
-      throw new InvalidAccessToken('access token has no expiry (exp)', { cause: err });
-    const reason = err instanceof joseErrors.JWTExpired ? 'expired' : 'invalid';
-    throw new InvalidAccessToken(`access token ${reason}`, { cause: err });
+    const why =
+      unknownKid !== undefined && err instanceof joseErrors.JWSSignatureVerificationFailed
+        ? new UnknownKey(unknownKid)
+        : err;
+    throw new InvalidAccessToken(refusal(why, keys, config), { cause: err });
   }
   const claims = payload[config.JWT_CLAIMS_NAMESPACE];
   if (!claims || typeof claims !== 'object') throw new InvalidAccessToken('access token has no claims');

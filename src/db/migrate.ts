@@ -2,12 +2,13 @@
  * Applies `migrations/NNNN_name.sql` in order, all pending ones in one transaction under an advisory
  * lock, so that instances starting together neither race nor half-apply: a failing migration rolls the
  * schema back to what it was. Applied migrations are recorded with a checksum in auth.schema_migrations;
- * an applied file that has since changed stops the start.
+ * an applied file that has since changed stops the start. A migration is known by its name: a record
+ * made under an older number is renumbered (see `renumber`).
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Database } from './database.ts';
+import type { Database, Queryable } from './database.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** Arbitrary constant shared by every Gatehouse instance: "gatehouse" in ASCII, truncated to int8. */
@@ -62,7 +63,7 @@ export async function migrate(db: Database, migrations = loadMigrations()): Prom
       'migrations-applied',
       'SELECT id, name, checksum FROM auth.schema_migrations ORDER BY id',
     );
-    const applied = new Map(rows.map((r) => [r.id, r]));
+    const applied = new Map((await renumber(tx, rows, migrations)).map((r) => [r.id, r]));
     const ran: string[] = [];
     for (const m of migrations) {
       const done = applied.get(m.id);
@@ -82,4 +83,38 @@ export async function migrate(db: Database, migrations = loadMigrations()): Prom
     }
     return ran;
   });
+}
+
+interface Applied {
+  id: number;
+  name: string;
+  checksum: string;
+}
+
+/**
+ * Moves records made under an older number to the number their file has now, keeping their checksum
+ * and time: the numbering once had a gap (1, 2, 4, 5…), closed by renaming 0004_mfa to 0003_mfa and so
+ * on, and databases migrated before that recorded the old numbers. Returns the records as they are then.
+ */
+async function renumber(tx: Queryable, rows: Applied[], migrations: Migration[]): Promise<Applied[]> {
+  const idOf = new Map(migrations.map((m) => [m.name, m.id]));
+  const moving = rows.filter((r) => idOf.has(r.name) && idOf.get(r.name) !== r.id);
+  if (moving.length === 0) return rows;
+  const staying = new Map(rows.filter((r) => !moving.includes(r)).map((r) => [r.id, r.name]));
+  for (const r of moving) {
+    const target = idOf.get(r.name) as number;
+    if (staying.has(target))
+      throw new Error(
+        `cannot renumber migration ${r.id}_${r.name} to ${target}: ${target}_${staying.get(target)} is recorded there`,
+      );
+  }
+  // Through negative numbers, so that no record lands on one that has not moved yet.
+  for (const r of moving) {
+    await tx.query('migration-renumber', 'UPDATE auth.schema_migrations SET id = $2 WHERE id = $1', [
+      r.id,
+      -(idOf.get(r.name) as number),
+    ]);
+  }
+  await tx.query('migration-renumbered', 'UPDATE auth.schema_migrations SET id = -id WHERE id < 0');
+  return rows.map((r) => (moving.includes(r) ? { ...r, id: idOf.get(r.name) as number } : r));
 }

@@ -41,11 +41,13 @@ declare module 'fastify' {
   }
 }
 
-const BEARER = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)\s*$/i;
+const BEARER = /^Bearer +(\S+)\s*$/i;
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 function invalid(reason: string): AppError {
+  const quoted = reason.replace(/["\\]/g, "'");
   return new AppError('UNAUTHENTICATED', `Invalid access token: ${reason}.`, {
-    headers: { 'www-authenticate': `Bearer error="invalid_token", error_description="${reason}"` },
+    headers: { 'www-authenticate': `Bearer error="invalid_token", error_description="${quoted}"` },
   });
 }
 
@@ -54,8 +56,20 @@ export function presentedAccessToken(request: FastifyRequest): string | undefine
   const header = request.headers.authorization;
   if (header !== undefined && header !== '') {
     const m = BEARER.exec(header);
-    if (!m) throw invalid('the Authorization header must be "Bearer <token>"');
-    return m[1];
+    if (!m) {
+      const scheme = /^\S*/.exec(header)?.[0] ?? '';
+      throw invalid(
+        /^bearer$/i.test(scheme)
+          ? 'the Authorization header has "Bearer" but no token after it'
+          : 'the Authorization header must be "Bearer <token>" (another scheme, or no scheme, was sent)',
+      );
+    }
+    const token = m[1] as string;
+    if (!JWT_SHAPE.test(token))
+      throw invalid(
+        'the bearer token is not a JWT (three base64url parts separated by dots); send the jwt_token of a sign-in or refresh',
+      );
+    return token;
   }
   return request.cookieCredential(PERMISSION_COOKIE);
 }

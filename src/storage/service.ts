@@ -12,8 +12,8 @@ import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store
 import { StoreUnavailable } from './backends/object-store.ts';
 import type { ParsedKey } from './keys.ts';
 import { NOT_YET_KNOWN } from './rules/expression.ts';
-import type { Operation, RuleInput, StorageRules } from './rules/rules.ts';
-import { chooseContentType, SNIFF_BYTES } from './sniff.ts';
+import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
+import { chooseContentType, emptyFileType, SNIFF_BYTES } from './sniff.ts';
 
 export interface StorageDeps {
   readonly config: Config;
@@ -83,6 +83,20 @@ function ruleInput(key: ParsedKey | string, caller: Caller, resource: unknown): 
   return { path, method: caller.method, query: caller.query, auth: caller.auth, resource };
 }
 
+/**
+ * The 403 of a refusal by the rules, saying which path entry refused which operation and, to an anonymous
+ * caller, that signing in may help. Nothing that depends on the file (whether it exists, its token) or
+ * on the rule's evaluation goes into it, so the answer reads the same for a missing file.
+ */
+export function forbidden(decision: Decision, op: Operation, caller: Caller): AppError {
+  if (decision.allowed !== false) return new AppError('FORBIDDEN');
+  const who = caller.auth ? 'this user' : 'an anonymous caller (no access token was sent)';
+  const message = decision.entry
+    ? `Forbidden by the storage rules: the rules of path "${decision.entry}" (${decision.tried.join(', ')}) do not allow ${op} to ${who}.`
+    : `Forbidden by the storage rules: no path in the rules allows ${op} here (a path that no entry matches is refused).`;
+  return new AppError('FORBIDDEN', message);
+}
+
 function allowed(
   deps: StorageDeps,
   op: Operation,
@@ -101,7 +115,8 @@ function requireAllowed(
   resource: unknown,
 ): void {
   if (isAdmin(deps.config, caller.adminSecret)) return;
-  if (!allowed(deps, op, key, caller, resource)) throw new AppError('FORBIDDEN');
+  const decision = deps.rules.decide(op, ruleInput(key, caller, resource));
+  if (decision.allowed !== true) throw forbidden(decision, op, caller);
 }
 
 function fileKey(key: ParsedKey): void {
@@ -190,8 +205,10 @@ export async function uploadFile(
       if (peeking) release(this);
       settled
         .then(async (decideAtEnd) => {
-          if (decideAtEnd && deps.rules.decide(op, ruleInput(key, caller, resource(size))).allowed !== true)
-            throw new AppError('FORBIDDEN');
+          if (decideAtEnd) {
+            const decision = deps.rules.decide(op, ruleInput(key, caller, resource(size)));
+            if (decision.allowed !== true) throw forbidden(decision, op, caller);
+          }
           await file.afterEnd?.();
         })
         .then(() => cb(), cb);
@@ -204,14 +221,17 @@ export async function uploadFile(
   });
 
   try {
-    contentType = chooseContentType(file.mimetype, await first);
+    const head = await first;
+    // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body:
+    // zero bytes are no image, PDF or archive, whatever was declared (an empty text is still text).
+    contentType = head.length === 0 ? emptyFileType(file.mimetype) : chooseContentType(file.mimetype, head);
     let decideAtEnd = false;
     if (!admin) {
       const early = deps.rules.decide(
         op,
         ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN)),
       );
-      if (early.allowed === false) throw new AppError('FORBIDDEN');
+      if (early.allowed === false) throw forbidden(early, op, caller);
       decideAtEnd = early.allowed === 'later';
     }
     settle(decideAtEnd);
@@ -326,7 +346,10 @@ export async function* listFolder(
   if (!key.folder)
     throw new AppError('INVALID_KEY', 'The file path is not valid: a folder path ends with "/".');
   const admin = isAdmin(deps.config, caller.adminSecret);
-  if (!admin && !allowed(deps, 'list', key, caller, undefined)) throw new AppError('FORBIDDEN');
+  if (!admin) {
+    const decision = deps.rules.decide('list', ruleInput(key, caller, undefined));
+    if (decision.allowed !== true) throw forbidden(decision, 'list', caller);
+  }
   const items = deps.objects.list(key.key);
   const it = items[Symbol.asyncIterator]();
   for (;;) {
@@ -371,7 +394,16 @@ export async function revokeTokenAsAdmin(
   caller: Caller,
 ): Promise<ObjectInfo> {
   fileKey(key);
-  if (!isAdmin(deps.config, caller.adminSecret)) throw new AppError('INCORRECT_ACCESS_TOKEN');
+  if (!isAdmin(deps.config, caller.adminSecret)) {
+    throw new AppError(
+      'INCORRECT_ACCESS_TOKEN',
+      !deps.config.HASURA_GRAPHQL_ADMIN_SECRET
+        ? 'revoke-token needs the admin secret, and this server has none (HASURA_GRAPHQL_ADMIN_SECRET is empty); DELETE /storage/m/<file> gives the file a new token under the rules instead.'
+        : caller.adminSecret
+          ? 'revoke-token needs the admin secret: the x-admin-secret header sent is not it.'
+          : 'revoke-token needs the admin secret in the x-admin-secret header.',
+    );
+  }
   return setNewToken(deps, key);
 }
 

@@ -115,3 +115,12 @@ export function chooseContentType(declared: string | undefined, head: Buffer): s
   if (!GENERIC.has(essence) && MEDIA_TYPE.test(claim)) return claim;
   return sniff(head) ?? 'application/octet-stream';
 }
+
+/**
+ * The type of a 0-byte file: its declared type when that is text (an empty text file is still one),
+ * else `application/octet-stream`, since no image, document or archive format is zero bytes long.
+ */
+export function emptyFileType(declared: string | undefined): string {
+  const claim = (declared ?? '').trim();
+  return /^text\/[\w.+-]+\s*(;.*)?$/i.test(claim) ? claim : 'application/octet-stream';
+}

@@ -4,8 +4,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { KeyError, loadJwtKeys } from '../../src/auth/keys.ts';
-import { configFrom, type JwtAlgorithm } from '../../src/config.ts';
+import { loadJwtKeys } from '../../src/auth/keys.ts';
+import { ConfigError, configFrom, type JwtAlgorithm } from '../../src/config.ts';
 import { buildTestApp, tempDir } from '../helpers/app.ts';
 import { signUp } from './helpers.ts';
 
@@ -23,17 +23,20 @@ describe('signing keys', () => {
     assert.match(a.source, /generated/);
   });
 
-  it('refuses to start in production without a key', async () => {
+  it('refuses to start in production without a key, among the configuration problems', () => {
     const dir = tempDir();
-    const config = configFrom({
-      DATA_DIR: dir,
-      CUSTOM_DIR: path.join(dir, 'custom'),
-      NODE_ENV: 'production',
-      DATABASE_URL: 'postgres://localhost/x',
-      COOKIE_SECRET: 'c'.repeat(32),
-      MFA_ENCRYPTION_KEY: 'm'.repeat(32),
-    });
-    await assert.rejects(loadJwtKeys(config), KeyError);
+    assert.throws(
+      () =>
+        configFrom({
+          DATA_DIR: dir,
+          CUSTOM_DIR: path.join(dir, 'custom'),
+          NODE_ENV: 'production',
+          DATABASE_URL: 'postgres://localhost/x',
+          COOKIE_SECRET: 'c'.repeat(32),
+          MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+        }),
+      (err) => err instanceof ConfigError && /JWT_KEY \(a PEM private key\) or the file/.test(err.message),
+    );
   });
 
   it("reads HBP's custom/keys/private.pem", async () => {

@@ -10,6 +10,7 @@ import { configFrom } from '../../src/config.ts';
 import { closeContext, createContext } from '../../src/context.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds } from '../helpers/db.ts';
+import { runsHere } from '../helpers/requirements.ts';
 import { bearer, HS, login, newEmail, register, type Signed, signUp } from './helpers.ts';
 
 // Rate limits live outside the database: the lockout suites run on both databases (the account lookups
@@ -375,7 +376,7 @@ describe('RATE_LIMIT_ENABLED=false', () => {
   });
 });
 
-if (process.env['REDIS_URL']) {
+if (runsHere('redis', 'rate limits shared through Redis')) {
   describe('rate limits shared through Redis', () => {
     let a: TestApp;
     let b: TestApp;

@@ -287,7 +287,7 @@ for (const kind of dbKinds()) {
       assert.equal(forged.statusCode, 401, 'an unsigned cookie is not an identity');
     });
 
-    it('uses the refresh cookie over a query token (contract §2.2), so the cookie never goes stale', async () => {
+    it('uses the query token over the refresh cookie, and leaves a cookie of another sign-in as it was', async () => {
       const s = await signUp(t);
       const jar = setCookies(await login(t, { email: s.email, password: s.password }));
       const cookie = jar.refresh_token?.value as string;
@@ -297,9 +297,42 @@ for (const kind of dbKinds()) {
         cookies: { refresh_token: cookie },
       });
       assert.equal(res.statusCode, 200, res.body);
+      const rotated = res.json().refresh_token;
+      assert.ok(
+        rotated && rotated !== s.refreshToken,
+        'the query token was rotated, its successor in the body',
+      );
+      assert.equal(res.headers['set-cookie'], undefined, "the cookie's sign-in was not touched");
+      // Long after the reuse interval, both sign-ins still refresh: neither was taken for the other.
+      t.clock.advance(60_000);
+      for (const [url, cookies] of [
+        ['/auth/token/refresh', { refresh_token: cookie }],
+        [`/auth/token/refresh?refresh_token=${rotated}`, {}],
+      ] as const) {
+        const later = await t.app.inject({ method: 'GET', url, cookies });
+        assert.equal(later.statusCode, 200, later.body);
+      }
+    });
+
+    it("renews the cookie too when the query names the cookie's own token, so the cookie never goes stale", async () => {
+      const s = await signUp(t);
+      const signIn = await login(t, { email: s.email, password: s.password, cookie: false });
+      const token = signIn.json().refresh_token as string;
+      const signed = t.app.signCookie(token);
+      const res = await t.app.inject({
+        method: 'GET',
+        url: `/auth/token/refresh?refresh_token=${token}`,
+        cookies: { refresh_token: signed },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const inBody = res.json().refresh_token;
       const renewed = setCookies(res).refresh_token?.value;
-      assert.ok(renewed && renewed !== cookie, 'the cookie was the token rotated, and it is renewed');
-      // Long after the reuse interval, the renewed cookie still refreshes.
+      assert.ok(renewed, 'a new refresh cookie is set');
+      assert.equal(
+        t.app.unsignCookie(renewed).value,
+        inBody,
+        'the cookie holds the same successor as the body',
+      );
       t.clock.advance(60_000);
       const later = await t.app.inject({
         method: 'GET',

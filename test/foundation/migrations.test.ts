@@ -15,6 +15,7 @@ import { openPostgres } from '../../src/db/database.ts';
 import { loadMigrations, migrate } from '../../src/db/migrate.ts';
 import { tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds } from '../helpers/db.ts';
+import { runsHere } from '../helpers/requirements.ts';
 import {
   HBP_COLUMNS,
   HBP_CONSTRAINTS,
@@ -131,6 +132,38 @@ for (const kind of dbKinds()) {
       }
     });
 
+    it('upgrades a database that recorded the old numbering (1, 2, 4, 5…) without applying anything again', async () => {
+      const t = await createTestDatabase(kind, { empty: true });
+      try {
+        await migrate(t.db);
+        // As a database migrated before the gap was closed recorded them: 0003_mfa as 4_mfa, and so on.
+        await t.db.exec('UPDATE auth.schema_migrations SET id = -(id + 1) WHERE id >= 3');
+        await t.db.exec('UPDATE auth.schema_migrations SET id = -id WHERE id < 0');
+        const before = await t.db.query<{ id: number; name: string; checksum: string; applied_at: Date }>(
+          'test-old-numbers',
+          'SELECT id, name, checksum, applied_at FROM auth.schema_migrations ORDER BY id',
+        );
+        assert.deepEqual(
+          before.rows.slice(0, 4).map((r) => `${r.id}_${r.name}`),
+          ['1_hbp-initial-tables', '2_sessions-and-tickets', '4_mfa', '5_account-locales'],
+        );
+
+        assert.deepEqual(await migrate(t.db), [], 'nothing is applied twice');
+        const afterRows = await t.db.query<{ id: number; name: string; checksum: string; applied_at: Date }>(
+          'test-new-numbers',
+          'SELECT id, name, checksum, applied_at FROM auth.schema_migrations ORDER BY id',
+        );
+        assert.deepEqual(
+          afterRows.rows,
+          before.rows.map((r, i) => ({ ...r, id: i + 1 })),
+          'records renumbered, checksums and times kept',
+        );
+        assert.deepEqual(await migrate(t.db), [], 'and a further start finds nothing to do');
+      } finally {
+        await t.drop();
+      }
+    });
+
     it('refuses to start when an applied migration file was changed', async () => {
       const t = await createTestDatabase(kind);
       try {
@@ -149,6 +182,18 @@ for (const kind of dbKinds()) {
   });
 }
 
+describe('migration files', () => {
+  it('are numbered 1, 2, 3… without a gap or a repeat, with names that stay unique', () => {
+    const all = loadMigrations();
+    assert.deepEqual(
+      all.map((m) => m.id),
+      all.map((_, i) => i + 1),
+      'a new migration takes the next number; rename to close a gap (records follow by name)',
+    );
+    assert.equal(new Set(all.map((m) => m.name)).size, all.length, 'names identify migrations');
+  });
+});
+
 /** Migrations other features add after 0002 (the upgrade applies them too). */
 function laterMigrations(): string[] {
   return loadMigrations()
@@ -156,7 +201,7 @@ function laterMigrations(): string[] {
     .map((m) => `${m.id}_${m.name}`);
 }
 
-if (process.env['TEST_DATABASE_URL']) {
+if (runsHere('postgres', 'instances starting at the same moment on one PostgreSQL')) {
   describe('instances starting at the same moment on one PostgreSQL', () => {
     const dirs: string[] = [];
     after(() => {

@@ -4,13 +4,24 @@
  * the first start (initdb + migrations) is the slow one that the others reuse.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { openPglite } from '../../src/db/database.ts';
 import { tempDir } from '../helpers/app.ts';
-import { killIfRunning, REPO_ROOT, runNode, type ServiceProcess } from '../helpers/process.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import {
+  descendants,
+  isRunning,
+  killIfRunning,
+  REPO_ROOT,
+  runNode,
+  type ServiceProcess,
+  watch,
+} from '../helpers/process.ts';
+import { runsHere } from '../helpers/requirements.ts';
 
 const MAIN = path.join(REPO_ROOT, 'src/main.ts');
 const SLOW_SERVER = path.join(REPO_ROOT, 'test/foundation/fixtures/slow-server.ts');
@@ -62,7 +73,8 @@ describe('the service process on embedded defaults', () => {
     const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
       scripts: Record<string, string>;
     };
-    assert.equal(pkg.scripts['start'], 'tsx src/main.ts');
+    // exec: npm runs scripts through sh, which would die on SIGTERM and leave node running (see below).
+    assert.equal(pkg.scripts['start'], 'exec node --import tsx src/main.ts');
   });
 
   it('first start creates the auth tables in DATA_DIR/db, answers /health with 204 and exits 0 on SIGTERM', async () => {
@@ -109,7 +121,10 @@ describe('the service process on embedded defaults', () => {
     // A second process on the same DATA_DIR would corrupt the embedded database: it must refuse.
     const intruder = runNode(MAIN, env);
     assert.equal(await intruder.exited, 1);
-    assert.match(intruder.stdout(), /cannot start: the embedded database in .* is in use by process \d+/);
+    assert.match(
+      intruder.stderr(),
+      /^Cannot start: the embedded database in .* is in use by process \d+; run one instance per DATA_DIR/,
+    );
     assert.equal((await get(`${address}/health/ready`)).status, 204, 'the first instance is unharmed');
 
     running.child.kill('SIGTERM');
@@ -194,6 +209,135 @@ describe('the service process on embedded defaults', () => {
     assert.doesNotMatch(message, /notaurl/, 'a secret setting is never echoed');
     assert.equal(p.stdout(), '', 'nothing was started');
   });
+});
+
+describe('starting and stopping the way a newcomer does', () => {
+  const dataDir = tempDir('gatehouse-newcomer-');
+  const started: ServiceProcess[] = [];
+  after(() => {
+    for (const p of started) killIfRunning(p);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`\`npm start\` listens on 127.0.0.1 by default, and ${signal} to npm stops every process it started`, async () => {
+      const npm = watch(
+        spawn('npm', ['start'], {
+          cwd: REPO_ROOT,
+          // No HOST: the default is under test.
+          env: {
+            PATH: process.env['PATH'] ?? '',
+            HOME: process.env['HOME'] ?? dataDir,
+            DATA_DIR: dataDir,
+            PORT: '0',
+            LOG_LEVEL: 'info',
+            npm_config_update_notifier: 'false',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        }),
+      );
+      started.push(npm);
+      const address = await npm.listening;
+      assert.match(
+        address,
+        /^http:\/\/127\.0\.0\.1:\d+$/,
+        'outside production only this machine can connect',
+      );
+      assert.equal((await get(`${address}/health`)).status, 204);
+      const tree = descendants(npm.child.pid as number);
+      assert.ok(tree.length > 0, 'npm started the service as a child');
+
+      npm.child.kill(signal);
+      await npm.exited;
+      await waitFor(() => tree.every((pid) => !isRunning(pid)), 15_000).catch(() => {
+        const left = tree.filter(isRunning);
+        for (const pid of left) process.kill(pid, 'SIGKILL');
+        assert.fail(`processes ${left.join(', ')} outlived npm (killed now)`);
+      });
+      await assert.rejects(get(`${address}/health`), 'nothing answers on the port any more');
+      assert.ok(
+        npm.logs.some((l) => l['msg'] === 'stopped'),
+        'the service stopped gracefully',
+      );
+    });
+  }
+
+  it('a port in use is one line on stderr that names the port and the fix, and exit 1', async () => {
+    const blocker = http.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    try {
+      const p = runNode(MAIN, { DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String(port) });
+      started.push(p);
+      assert.equal(await p.exited, 1);
+      assert.equal(
+        p.stderr(),
+        `Cannot start: port ${port} on 127.0.0.1 is already in use by another program; stop it, or set PORT to a free port (PORT=0 picks one)\n`,
+      );
+      assert.doesNotMatch(p.stdout(), /"stack"|at .*\.ts:\d+/, 'no stack trace');
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it('reports a bad key together with a bad setting, before creating the database', async () => {
+    const fresh = tempDir('gatehouse-badkey-');
+    try {
+      const p = runNode(MAIN, {
+        DATA_DIR: fresh,
+        HOST: '127.0.0.1',
+        PORT: 'abc',
+        JWT_ALGORITHM: 'RS256',
+        JWT_KEY: '-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----',
+      });
+      started.push(p);
+      assert.equal(await p.exited, 1);
+      const message = p.stderr();
+      assert.match(message, /^Invalid configuration:\n/);
+      assert.match(message, /- PORT must be a whole number, got "abc"/);
+      assert.match(message, /- JWT_KEY is not a valid PEM private key/);
+      assert.doesNotMatch(message, /bm90IGEga2V5/, 'the key is never echoed');
+      assert.ok(!existsSync(path.join(fresh, 'db')), 'no embedded database was created');
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('a production start lists every missing setting at once, the signing key among them', async () => {
+    const p = runNode(MAIN, { DATA_DIR: dataDir, NODE_ENV: 'production', PORT: '0' });
+    started.push(p);
+    assert.equal(await p.exited, 1);
+    const message = p.stderr();
+    for (const name of ['DATABASE_URL', 'COOKIE_SECRET', 'MFA_ENCRYPTION_KEY', 'JWT_KEY'])
+      assert.match(message, new RegExp(`- ${name}\\b[^\\n]* required in production`), name);
+    assert.equal(message.match(/Invalid configuration/g)?.length, 1, 'one message');
+  });
+
+  if (runsHere('postgres', 'a production start with a missing key leaves a fresh PostgreSQL untouched')) {
+    it('a production start with a missing key leaves a fresh PostgreSQL database untouched', async () => {
+      const t = await createTestDatabase('postgres', { empty: true });
+      try {
+        const p = runNode(MAIN, {
+          DATA_DIR: dataDir,
+          NODE_ENV: 'production',
+          PORT: '0',
+          DATABASE_URL: String(t.url),
+          COOKIE_SECRET: 'c'.repeat(32),
+          MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+        });
+        started.push(p);
+        assert.equal(await p.exited, 1);
+        assert.match(p.stderr(), /- JWT_KEY \(a PEM private key\) or the file .* is required in production/);
+        const { rows } = await t.db.query<{ n: number }>(
+          'test-schemas',
+          "SELECT count(*)::int AS n FROM information_schema.schemata WHERE schema_name = 'auth'",
+        );
+        assert.equal(rows[0]?.n, 0, 'no auth schema: nothing was migrated');
+      } finally {
+        await t.drop();
+      }
+    });
+  }
 });
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {

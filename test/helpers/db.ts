@@ -8,14 +8,18 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Database, openPglite, openPostgres } from '../../src/db/database.ts';
 import { loadMigrations, migrate } from '../../src/db/migrate.ts';
+import { runsHere } from './requirements.ts';
 
 export type DbKind = 'pglite' | 'postgres';
 
 const TEST_DATABASE_URL = process.env['TEST_DATABASE_URL'];
 
-/** The database kinds this run covers. */
+/**
+ * The database kinds this run covers. Without TEST_DATABASE_URL the PostgreSQL runs of the calling file
+ * are reported as skipped (see requirements.ts), not silently left out.
+ */
 export function dbKinds(): DbKind[] {
-  return TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite'];
+  return runsHere('postgres', 'the PostgreSQL runs') ? ['pglite', 'postgres'] : ['pglite'];
 }
 
 export interface TestDatabase {

@@ -3,6 +3,7 @@
  * and reads its JSON log lines: the "listening" line gives the bound address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -88,4 +89,42 @@ export function watch(child: ChildProcess): ServiceProcess {
 /** Kills a child that a failed test left running. */
 export function killIfRunning(p: ServiceProcess | undefined): void {
   if (p && p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+}
+
+/** Every process descending from `pid` (Linux /proc), children first. */
+export function descendants(pid: number): number[] {
+  const parents = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = parents.get(ppid) ?? [];
+    list.push(Number(entry));
+    parents.set(ppid, list);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of parents.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Whether a process with this pid still exists (and is not a zombie). */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
 }

@@ -196,7 +196,8 @@ for (const backend of backendKinds as BackendKind[]) {
         assert.deepEqual(res.json(), {
           statusCode: 403,
           error: 'Forbidden',
-          message: 'Forbidden',
+          message:
+            'Forbidden by the storage rules: the rules of path "/user/:userId/:fileId" (write) do not allow create to this user.',
           code: 'FORBIDDEN',
         });
         assert.equal(
@@ -538,7 +539,8 @@ for (const backend of backendKinds as BackendKind[]) {
           headers: auth(alice),
         });
         assert.equal(owner.statusCode, 403);
-        assert.equal(owner.json().message, 'incorrect x-access-token');
+        assert.equal(owner.json().code, 'INCORRECT_ACCESS_TOKEN');
+        assert.match(owner.json().message, /^revoke-token needs the admin secret/);
         const wrong = await t.app.inject({
           method: 'POST',
           url,
@@ -816,7 +818,9 @@ describe('storage with a custom rules file', () => {
         (err: Error) => {
           assert.match(
             err.message,
-            new RegExp(`^${file.replace(/[/.]/g, '\\$&')}:3: path "/docs/:name" rule "read"`),
+            new RegExp(
+              `^Invalid configuration:\\n  - ${file.replace(/[/.]/g, '\\$&')}:3: path "/docs/:name" rule "read"`,
+            ),
           );
           return true;
         },

@@ -15,19 +15,24 @@ export async function bodyDefaultsToObject(request: FastifyRequest, _reply: Fast
 }
 
 /**
- * The refresh token a request presents: the signed cookie, else the `refresh_token` query parameter
- * (contract §2.2: the cookie wins). Letting a query token win would rotate it while the cookie kept the
- * old token, and the cookie's next refresh would look like a replay and revoke the sign-in. A cookie with
- * a bad signature is ignored (HBP let it override a good query token).
+ * The refresh token a request presents: the `refresh_token` query parameter, else the signed cookie. The
+ * parameter wins because the client chose it for this very request, while the cookie comes along with
+ * every request to the service (HBP let the cookie win, contract §2.2). A query token is no ambient
+ * credential, so it needs no CSRF check; only a token taken from the cookie does (403 CSRF when a
+ * request that changes something comes from a site not allowed). `cookieToo`: the cookie holds the same
+ * token, so the answer must update (or clear) the cookie as well, or the cookie would keep a rotated
+ * token whose next use looks like a replay. A cookie with a bad signature is ignored.
  */
 export function presentedRefreshToken(
   request: FastifyRequest,
   query: { refresh_token?: string },
-): { value: string; source: 'query' | 'cookie' } | undefined {
-  // Taken as a credential: a cross-site logout or refresh by cookie is refused (403 CSRF).
+): { value: string; source: 'query' | 'cookie'; cookieToo: boolean } | undefined {
+  if (query.refresh_token) {
+    const cookie = signedCookie(request, REFRESH_COOKIE);
+    return { value: query.refresh_token, source: 'query', cookieToo: cookie === query.refresh_token };
+  }
   const cookie = request.cookieCredential(REFRESH_COOKIE);
-  if (cookie !== undefined) return { value: cookie, source: 'cookie' };
-  if (query.refresh_token) return { value: query.refresh_token, source: 'query' };
+  if (cookie !== undefined) return { value: cookie, source: 'cookie', cookieToo: true };
   return undefined;
 }
 

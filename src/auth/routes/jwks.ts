@@ -1,8 +1,12 @@
-/** GET /auth/jwks: the public key that verifies access tokens (asymmetric algorithms only). */
+/**
+ * GET /auth/jwks: the public keys that verify access tokens (asymmetric algorithms only): the current key,
+ * and during a rotation the retired one beside it until the tokens it signed have expired.
+ */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { AppError, errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
+import { publishedJwks } from '../keys.ts';
 
 const Jwks = Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) });
 
@@ -12,14 +16,17 @@ export const jwksRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (a
     {
       schema: {
         tags: ['auth'],
-        summary: 'JSON Web Key Set of the access-token key (501 with an HS* shared secret)',
+        summary: 'JSON Web Key Set of the access-token keys (501 with an HS* shared secret)',
         response: { 200: Jwks, ...errorResponses(429, 501) },
       },
     },
-    async () => {
+    async (_request, reply) => {
       // A shared secret has no public half; publishing it would let anyone mint tokens.
       if (!deps.keys.publicJwk) throw new AppError('JWKS_NOT_AVAILABLE');
-      return { keys: [deps.keys.publicJwk] };
+      // Cacheable: Hasura schedules its JWKS refreshes from max-age, and never refreshes on no-store.
+      // A rotation publishes the new key this long before it signs (JWT_KEY_ROTATED_AT).
+      reply.header('cache-control', `public, max-age=${deps.config.JWKS_MAX_AGE}`);
+      return { keys: publishedJwks(deps.keys, deps.clock.now()) };
     },
   );
 };

@@ -1,6 +1,6 @@
 /**
- * POST /auth/logout: ends the sign-in of the presented refresh token (query `refresh_token` or the signed
- * cookie), or with `all: true` every session of its account. The session cookies are cleared. Access
+ * POST /auth/logout: ends the sign-in of the presented refresh token (query `refresh_token`, else the
+ * signed cookie), or with `all: true` every session of its account. The session cookies are cleared. Access
  * tokens already issued stay valid until they expire (they are not tracked server-side).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -36,8 +36,9 @@ export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
-      // Cookies belong to the sign-in they carry; a token given in the query leaves them alone (§4.3).
-      if (token.source === 'cookie') clearSessionCookies(reply, deps.config);
+      // Cookies belong to the sign-in they carry: a token given in the query leaves them alone (§4.3)
+      // unless they carry that very sign-in.
+      if (token.cookieToo) clearSessionCookies(reply, deps.config);
       if (request.body.all === true) {
         const session = await sessionOf(deps, token.value);
         if (session) await endAllSessions(deps, session.accountId);

@@ -1,12 +1,13 @@
 /**
- * GET /auth/token/refresh: rotates a refresh token into a new session. From the query parameter the new
- * refresh token comes back in the body; from the cookie it comes back as a new cookie.
+ * GET /auth/token/refresh: rotates a refresh token into a new session. From the query parameter (which
+ * wins over the cookie) the new refresh token comes back in the body, and also as a new cookie when the
+ * cookie held the same token; from the cookie it comes back as a new cookie.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { Session } from '../schemas.ts';
-import { sendSession } from '../session-response.ts';
+import { sendSession, setSessionCookies } from '../session-response.ts';
 import { refreshSession } from '../sessions.ts';
 import { presentedRefreshToken } from './common.ts';
 import { RefreshTokenQuery } from './logout.ts';
@@ -35,7 +36,11 @@ export const tokenRefreshRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = 
       if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
       const session = await refreshSession(deps, token.value);
       const fromCookie = token.source === 'cookie';
-      return sendSession(reply, c, session, fromCookie, deps.clock.now(), { leaveCookies: !fromCookie });
+      const now = deps.clock.now();
+      const body = sendSession(reply, c, session, fromCookie, now, { leaveCookies: !fromCookie });
+      // The query named the cookie's own token: the cookie follows the rotation too.
+      if (!fromCookie && token.cookieToo) setSessionCookies(reply, c, session, now);
+      return body;
     },
   );
 };

@@ -76,7 +76,13 @@ export interface RuleInput {
 
 export type Decision =
   | { allowed: true }
-  | { allowed: false; reason: string }
+  /**
+   * `entry`: the path pattern whose rules refused (none when no entry answers); `tried`: its rule keys
+   * that were evaluated. `reason` adds what went wrong inside a rule, for operators only: an answer must
+   * not carry it, since a rule reading a missing file's metadata fails where it would be false for a
+   * file that exists.
+   */
+  | { allowed: false; reason: string; entry?: string; tried: readonly RuleKey[] }
   /** A rule read a value marked NOT_YET_KNOWN: decide again once it is known. */
   | { allowed: 'later' };
 
@@ -148,22 +154,25 @@ export class StorageRules {
       const pathVars = entry.pattern.match(input.path);
       if (!pathVars) continue;
       const scope = { vars: new DecisionVars(pathVars, input), functions: this.functions };
-      for (const key of tries) {
-        const rule = entry.rules[key];
-        if (!rule) continue;
+      const tried = tries.filter((key) => entry.rules[key]);
+      const denied = (reason: string): Decision => ({
+        allowed: false,
+        reason,
+        entry: entry.pattern.source,
+        tried,
+      });
+      for (const key of tried) {
         try {
-          if (evaluate(rule, scope)) return ALLOWED;
+          if (evaluate(entry.rules[key] as CompiledExpression, scope)) return ALLOWED;
         } catch (err) {
           if (err instanceof RuleNeedsValue) return LATER;
-          if (err instanceof RuleError) {
-            return { allowed: false, reason: `${entry.pattern.source} ${key}: ${err.message}` };
-          }
+          if (err instanceof RuleError) return denied(`${entry.pattern.source} ${key}: ${err.message}`);
           throw err;
         }
       }
-      return { allowed: false, reason: `${entry.pattern.source}: no rule allows ${op}` };
+      return denied(`${entry.pattern.source}: no rule allows ${op}`);
     }
-    return { allowed: false, reason: `no path rule answers ${op} on ${input.path}` };
+    return { allowed: false, reason: `no path rule answers ${op} on ${input.path}`, tried: [] };
   }
 }
 

@@ -1,0 +1,89 @@
+/**
+ * `gatehouse`: the operator's command line (package.json `bin`). Commands are the files of
+ * `commands/`, each default-exporting a Command (see command.ts); this file only finds them, prints the
+ * help and runs the one asked for. Exit codes: 0 done, 1 failed, 2 used wrongly.
+ */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { type CliIO, type Command, ConfigError, UsageError } from './command.ts';
+
+const COMMANDS_DIR = fileURLToPath(new URL('./commands/', import.meta.url));
+
+/** Every command in `commands/`, by name. */
+export async function loadCommands(dir = COMMANDS_DIR): Promise<Map<string, Command>> {
+  const files = readdirSync(dir)
+    .filter((f) => /\.(ts|js)$/.test(f) && !/\.(test|d)\.ts$/.test(f))
+    .sort();
+  const commands = new Map<string, Command>();
+  for (const f of files) {
+    const mod = (await import(pathToFileURL(path.join(dir, f)).href)) as { default?: Command };
+    const cmd = mod.default;
+    if (!cmd || typeof cmd.run !== 'function' || !cmd.name)
+      throw new Error(`${f} in ${dir} does not default-export a command`);
+    if (commands.has(cmd.name)) throw new Error(`two commands are named ${cmd.name}`);
+    commands.set(cmd.name, cmd);
+  }
+  return commands;
+}
+
+function overview(commands: Map<string, Command>): string {
+  const width = Math.max(...[...commands.keys()].map((n) => n.length));
+  const lines = [...commands.values()].map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
+  return [
+    'Usage: gatehouse <command> [options]',
+    '',
+    'Operator commands for a Gatehouse installation. They read the same settings as the service',
+    '(environment, then .env and .env.<NODE_ENV> in the working directory).',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Run gatehouse <command> --help for the options of one command.',
+    '',
+  ].join('\n');
+}
+
+export async function runCli(argv: string[], io: CliIO): Promise<number> {
+  const commands = await loadCommands();
+  const [name, ...args] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.out(overview(commands));
+    return name === undefined ? 2 : 0;
+  }
+  const cmd = commands.get(name);
+  if (!cmd) {
+    io.err(`gatehouse: unknown command "${name}"\n\n`);
+    io.out(overview(commands));
+    return 2;
+  }
+  if (args[0] === '--help' || args[0] === '-h') {
+    io.out(`${cmd.help.trimEnd()}\n`);
+    return 0;
+  }
+  try {
+    return await cmd.run(args, io);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`gatehouse ${name}: ${err.message}\n\n${cmd.help.trimEnd()}\n`);
+      return 2;
+    }
+    if (err instanceof ConfigError) {
+      io.err(`${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+export const processIO: CliIO = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  env: process.env,
+  cwd: process.cwd(),
+  now: () => new Date(),
+};
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  process.exitCode = await runCli(process.argv.slice(2), processIO);
+}
