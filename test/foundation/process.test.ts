@@ -75,6 +75,9 @@ describe('the service process on embedded defaults', () => {
     };
     // exec: npm runs scripts through sh, which would die on SIGTERM and leave node running (see below).
     assert.equal(pkg.scripts['start'], 'exec node --import tsx src/main.ts');
+    // The same for the other scripts that run the service: npm's signal reaches the process itself.
+    assert.match(pkg.scripts['dev'] ?? '', /^exec tsx watch /);
+    assert.match(pkg.scripts['start:prod'] ?? '', /^exec node dist\/main\.js$/);
   });
 
   it('first start creates the auth tables in DATA_DIR/db, answers /health with 204 and exits 0 on SIGTERM', async () => {
