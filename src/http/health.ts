@@ -1,12 +1,16 @@
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Database } from '../db/database.ts';
 import { ErrorBodySchema, errorBody } from '../errors.ts';
 
 /** Extra readiness checks that features register (the object store, for instance). */
 export type ReadinessCheck = { name: string; check: () => Promise<void> };
 
-export async function healthRoutes(app: FastifyInstance, opts: { db: Database; checks: ReadinessCheck[] }) {
+export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Database; checks: ReadinessCheck[] }> = async (
+  app,
+  opts,
+) => {
   const hide = { hide: false, tags: ['health'] };
   app.get(
     '/health',
@@ -14,11 +18,11 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
       schema: {
         ...hide,
         summary: 'Liveness (204, no body)',
-        response: { 204: { description: 'The process is up.', type: 'null' } },
+        response: { 204: Type.Null({ description: 'The process is up.' }) },
       },
       config: { rateLimit: false },
     },
-    async (_req, reply) => reply.code(204).send(),
+    async (_req, reply) => reply.code(204).send(null),
   );
   app.get(
     '/healthz',
@@ -26,7 +30,7 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
       schema: {
         ...hide,
         summary: 'Liveness, HBP form (200 OK)',
-        response: { 200: { description: 'The text `OK`.', type: 'string' } },
+        response: { 200: Type.String({ description: 'The text `OK`.' }) },
       },
       config: { rateLimit: false },
     },
@@ -39,7 +43,7 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
         ...hide,
         summary: 'Readiness: 204 when the database and object store answer, else 503',
         response: {
-          204: { description: 'Every dependency answers.', type: 'null' },
+          204: Type.Null({ description: 'Every dependency answers.' }),
           503: { ...ErrorBodySchema, description: 'A dependency is down; the message names it.' },
         },
       },
@@ -58,7 +62,7 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
           }
         }),
       );
-      if (failed.length === 0) return reply.code(204).send();
+      if (failed.length === 0) return reply.code(204).send(null);
       return reply
         .code(503)
         .send(
@@ -71,9 +75,9 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
         );
     },
   );
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
+  const pkg: { version: string } = JSON.parse(
+    readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+  );
   const version = { version: `v${pkg.version}` };
   app.get(
     '/version',
@@ -82,16 +86,13 @@ export async function healthRoutes(app: FastifyInstance, opts: { db: Database; c
         ...hide,
         summary: 'Service version',
         response: {
-          200: {
-            description: 'The running version.',
-            type: 'object',
-            properties: { version: { type: 'string' } },
-            required: ['version'],
-            additionalProperties: false,
-          },
+          200: Type.Object(
+            { version: Type.String() },
+            { description: 'The running version.', additionalProperties: false },
+          ),
         },
       },
     },
     async () => version,
   );
-}
+};

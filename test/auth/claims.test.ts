@@ -16,7 +16,7 @@ import { closeContext, createContext } from '../../src/context.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds, type TestDatabase } from '../helpers/db.ts';
-import { multipartBody } from '../storage/helpers.ts';
+import { multipartBody } from '../helpers/multipart.ts';
 import { bearer, count, HS, newEmail, signUp } from './helpers.ts';
 
 const NAMESPACE = 'https://hasura.io/jwt/claims';

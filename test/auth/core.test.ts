@@ -4,6 +4,7 @@ import { jwtVerify } from 'jose';
 import { insertAccount } from '../../src/auth/accounts-store.ts';
 import { issueSession, refreshSession } from '../../src/auth/sessions.ts';
 import { consumeTicket, issueTicket, peekTicket, recordTicketFailure } from '../../src/auth/tickets-store.ts';
+import { HS, HS_KEY } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 
@@ -12,7 +13,7 @@ for (const kind of dbKinds()) {
     let t: TestApp;
     let accountId: string;
     before(async () => {
-      t = await buildTestApp(kind, { JWT_ALGORITHM: 'HS256', JWT_KEY: 'k'.repeat(32) });
+      t = await buildTestApp(kind, HS);
       ({ accountId } = await t.ctx.db.transaction((tx) =>
         insertAccount(tx, {
           email: 'core@example.com',
@@ -82,7 +83,7 @@ for (const kind of dbKinds()) {
 
     it('issues a verifiable session and rotates its refresh token', async () => {
       const s = await issueSession(t.ctx, accountId);
-      const { payload } = await jwtVerify(s.access.token, new TextEncoder().encode('k'.repeat(32)), {
+      const { payload } = await jwtVerify(s.access.token, new TextEncoder().encode(HS_KEY), {
         algorithms: ['HS256'],
         currentDate: t.clock.now(),
       });

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
-import { multipartBody } from '../storage/helpers.ts';
+import { multipartBody } from '../helpers/multipart.ts';
 import { bearer, count, HS, login, setCookies, signUp } from './helpers.ts';
 
 const EVIL = 'https://evil.example';

@@ -1,17 +1,10 @@
 /** Helpers for the auth suites: sign-up and sign-in through the real routes, cookies and bearer headers. */
 import assert from 'node:assert/strict';
 import type { LightMyRequestResponse } from 'fastify';
+import { newEmail } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
 
-export const HS_KEY = 'test-secret-key-of-at-least-32-bytes-long';
-export const HS = { JWT_ALGORITHM: 'HS256', JWT_KEY: HS_KEY } as const;
-
-let n = 0;
-/** A unique address per call, so suites never collide. */
-export function newEmail(prefix = 'user'): string {
-  n += 1;
-  return `${prefix}-${process.pid}-${Date.now()}-${n}@example.com`;
-}
+export { HS, HS_KEY, newEmail } from '../helpers/accounts.ts';
 
 export interface Signed {
   email: string;

@@ -14,9 +14,10 @@ import { kidOf } from '../../src/auth/keys.ts';
 import type { CliIO } from '../../src/cli/command.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { ConfigError, configFrom, loadConfig } from '../../src/config.ts';
+import { accessToken } from '../helpers/accounts.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
-import { tokenFor, userIdFor } from '../storage/helpers.ts';
+import { userIdFor } from '../storage/helpers.ts';
 import { bearer } from './helpers.ts';
 
 const pem = () =>
@@ -70,7 +71,7 @@ describe('key rotation', () => {
   it('with JWT_PREVIOUS_KEY (public) the new key signs at once, both are published, and old tokens still verify', async () => {
     const oldKey = pem();
     const before = await app({ JWT_KEY: oldKey });
-    const oldToken = await tokenFor(before, ALICE);
+    const oldToken = await accessToken(before, ALICE);
     const t = await app({ JWT_KEY: pem(), JWT_PREVIOUS_KEY: publicOf(oldKey) });
     const { kids } = await jwksOf(t);
     assert.deepEqual(
@@ -79,7 +80,7 @@ describe('key rotation', () => {
       'the signing key first, the retired one beside it',
     );
     assert.equal((await asAlice(t, oldToken)).statusCode, 200, 'a token of the old key still works');
-    const fresh = await tokenFor(t, ALICE);
+    const fresh = await accessToken(t, ALICE);
     assert.equal(decodeProtectedHeader(fresh).kid, t.ctx.keys.kid);
     assert.equal((await asAlice(t, fresh)).statusCode, 200);
     // Any verifier holding this JWKS accepts both.
@@ -91,7 +92,7 @@ describe('key rotation', () => {
     const oldKey = pem();
     const clock = new TestClock(T0.getTime());
     const before = await app({ JWT_KEY: oldKey }, clock);
-    const beforeToken = await tokenFor(before, ALICE);
+    const beforeToken = await accessToken(before, ALICE);
     const t = await app(
       {
         JWT_KEY: pem(),
@@ -107,11 +108,11 @@ describe('key rotation', () => {
 
     // Published at once, but a verifier may still hold the JWKS it fetched before: the old key signs.
     assert.deepEqual((await jwksOf(t)).kids, [oldKid, newKid]);
-    const during = await tokenFor(t, ALICE);
+    const during = await accessToken(t, ALICE);
     assert.equal(decodeProtectedHeader(during).kid, oldKid);
 
     clock.set(new Date(T0.getTime() + 300_000));
-    const afterSwitch = await tokenFor(t, ALICE);
+    const afterSwitch = await accessToken(t, ALICE);
     assert.equal(decodeProtectedHeader(afterSwitch).kid, newKid, 'the new key signs once every cache has it');
     assert.deepEqual((await jwksOf(t)).kids, [newKid, oldKid]);
     assert.equal((await asAlice(t, during)).statusCode, 200, 'tokens of the old key still verify');
@@ -122,7 +123,7 @@ describe('key rotation', () => {
     const stale = await asAlice(t, beforeToken);
     assert.equal(stale.statusCode, 401);
     assert.match(stale.json().message, /signed with a key this service does not accept/);
-    assert.equal((await asAlice(t, await tokenFor(t, ALICE))).statusCode, 200);
+    assert.equal((await asAlice(t, await accessToken(t, ALICE))).statusCode, 200);
   });
 
   it('accepts a token of the current key that names it by another kid (as HBP may have), and no other', async () => {
@@ -197,7 +198,7 @@ describe('key rotation', () => {
     const clock = new TestClock(T0.getTime());
     const first = await app({ DATA_DIR: dataDir }, clock);
     const oldKid = first.ctx.keys.kid;
-    const oldToken = await tokenFor(first, ALICE);
+    const oldToken = await accessToken(first, ALICE);
 
     const cli = io(dataDir, clock);
     assert.equal(await runCli(['keys', 'rotate'], cli), 0, cli.errText());
@@ -220,7 +221,7 @@ describe('key rotation', () => {
       'a token from before the rotation works',
     );
     clock.advance(300_000);
-    const fresh = await tokenFor(restarted, ALICE);
+    const fresh = await accessToken(restarted, ALICE);
     assert.equal(decodeProtectedHeader(fresh).kid, restarted.ctx.keys.kid);
     assert.equal((await asAlice(restarted, fresh)).statusCode, 200);
 

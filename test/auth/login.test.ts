@@ -48,36 +48,6 @@ for (const kind of dbKinds()) {
       assert.equal(wrong.json().message, 'Username and password do not match');
     });
 
-    it('takes comparable time for an unknown email and a wrong password (dummy hash)', async () => {
-      const slow = await buildTestApp(kind, {
-        ...HS,
-        RATE_LIMIT_ENABLED: false,
-        ARGON2_MEMORY_COST: 16384,
-        ARGON2_TIME_COST: 3,
-      });
-      try {
-        const s = await signUp(slow);
-        const time = async (email: string) => {
-          const start = process.hrtime.bigint();
-          await login(slow, { email, password: 'not the password' });
-          return Number(process.hrtime.bigint() - start) / 1e6;
-        };
-        await time(newEmail()); // warm the dummy hash
-        const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-        const known: number[] = [];
-        const unknown: number[] = [];
-        for (let i = 0; i < 5; i++) {
-          known.push(await time(s.email));
-          unknown.push(await time(newEmail('nobody')));
-        }
-        const ratio = median(unknown) / median(known);
-        // Without the dummy hash an unknown email answers in a few percent of the time; the bounds leave room for a busy CI machine.
-        assert.ok(ratio > 0.33 && ratio < 3, `unknown ${median(unknown)}ms vs known ${median(known)}ms`);
-      } finally {
-        await slow.close();
-      }
-    });
-
     it('logs in with an HBP bcrypt hash and replaces it with argon2id', async () => {
       const s = await signUp(t);
       await t.ctx.db.query('t', 'UPDATE auth.accounts SET password_hash = $2 WHERE email = $1', [

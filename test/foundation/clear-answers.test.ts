@@ -7,8 +7,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { bearer, HS, HS_KEY, login, signUp } from '../auth/helpers.ts';
+import { accessToken } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
-import { multipartBody, tokenFor, userIdFor } from '../storage/helpers.ts';
+import { multipartBody } from '../helpers/multipart.ts';
+import { userIdFor } from '../storage/helpers.ts';
 
 describe('answers that name the problem and the fix', () => {
   let t: TestApp;
@@ -150,7 +152,7 @@ describe('storage answers that say why', () => {
     app.app.inject({ method: 'POST', url: `/storage/o/${key}`, payload: body, headers });
 
   it('a denial names the rule entry and the operation, and reads the same whether or not the file exists', async () => {
-    const token = await tokenFor(t, alice);
+    const token = await accessToken(t, alice);
     const put = await upload(t, `user/${alice}/photo.txt`, 'hello', {
       ...bearer(token),
       'content-type': 'text/plain',
@@ -165,7 +167,7 @@ describe('storage answers that say why', () => {
       'Forbidden by the storage rules: the rules of path "/user/:userId/:fileId" (read) do not allow get to an anonymous caller (no access token was sent).',
     );
     assert.equal(missing.json().message, existing.json().message, 'existence is not revealed');
-    const bob = await tokenFor(t, userIdFor('bob'));
+    const bob = await accessToken(t, userIdFor('bob'));
     const asBob = await t.app.inject({
       method: 'GET',
       url: `/storage/o/user/${alice}/photo.txt`,
@@ -178,7 +180,7 @@ describe('storage answers that say why', () => {
   });
 
   it('revoke-token without the admin secret says the admin secret is needed, and that none is set', async () => {
-    const token = await tokenFor(t, alice);
+    const token = await accessToken(t, alice);
     await upload(t, `user/${alice}/r.txt`, 'r', { ...bearer(token), 'content-type': 'text/plain' });
     const res = await t.app.inject({
       method: 'POST',

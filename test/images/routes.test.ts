@@ -3,9 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
+import { accessToken } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { type DbKind, dbKinds } from '../helpers/db.ts';
-import { type BackendKind, buildStorageApp, type S3Peer, startS3rver, tokenFor } from '../storage/helpers.ts';
+import { type BackendKind, buildStorageApp, type S3Peer, startS3rver } from '../storage/helpers.ts';
 import { exifRotatedJpeg, flat, photo, pixelAt, pixels, pngBomb, variance } from './fixtures.ts';
 
 interface Fixtures {
@@ -345,7 +346,7 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
     describe('access rules', () => {
       it('applies the same rules as the plain download before transforming', async () => {
         const userId = randomUUID();
-        const jwt = await tokenFor(t, userId);
+        const jwt = await accessToken(t, userId);
         const { Metadata } = await upload(`user/${userId}/me.png`, await flat(50, 50), 'image/png', {
           authorization: `Bearer ${jwt}`,
         });

@@ -1,7 +1,5 @@
 /** Shared set-up of the email-flow suites: the real app wired to a real SMTP server in this process. */
-import { insertAccount } from '../../src/auth/accounts-store.ts';
-import { hashPassword } from '../../src/auth/passwords.ts';
-import { issueSession } from '../../src/auth/sessions.ts';
+import { HS } from '../helpers/accounts.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
 import type { DbKind } from '../helpers/db.ts';
@@ -16,8 +14,7 @@ export async function buildMailApp(kind: DbKind, overrides: ConfigOverrides = {}
   const t = await buildTestApp(
     kind,
     {
-      JWT_ALGORITHM: 'HS256',
-      JWT_KEY: 'k'.repeat(32),
+      ...HS,
       SERVER_URL: 'http://gatehouse.test',
       SMTP_HOST: '127.0.0.1',
       SMTP_PORT: smtp.port,
@@ -38,30 +35,7 @@ export async function buildMailApp(kind: DbKind, overrides: ConfigOverrides = {}
   };
 }
 
-/** An account made directly in the database (the register route is not under test here). */
-export async function createAccount(
-  t: TestApp,
-  input: { email: string; password?: string; active?: boolean; displayName?: string },
-): Promise<{ accountId: string; userId: string }> {
-  const passwordHash = input.password === undefined ? null : await hashPassword(t.config, input.password);
-  return t.ctx.db.transaction((tx) =>
-    insertAccount(tx, {
-      email: input.email,
-      passwordHash,
-      active: input.active ?? true,
-      isAnonymous: false,
-      defaultRole: 'user',
-      roles: ['user'],
-      userData: { display_name: input.displayName ?? input.email },
-    }),
-  );
-}
-
-/** A signed-in caller: an access token and refresh token for the account. */
-export async function signIn(t: TestApp, accountId: string): Promise<{ jwt: string; refresh: string }> {
-  const s = await issueSession(t.ctx, accountId);
-  return { jwt: s.access.token, refresh: s.refreshToken };
-}
+export { createAccount, signIn } from '../helpers/accounts.ts';
 
 export async function accountRow(t: TestApp, accountId: string) {
   const { rows } = await t.ctx.db.query<{ email: string | null; new_email: string | null; active: boolean }>(

@@ -4,7 +4,7 @@
  */
 import { createHmac } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import { permissionVariables, signAccessToken } from '../../src/auth/jwt.ts';
+import { accessToken, createAccount as createTestAccount } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
@@ -53,29 +53,13 @@ export interface TestAccount {
   token: string;
 }
 
-/** Creates an active account straight in the database and signs an access token for it (signed in now). */
+/** An active account made in the database, and an access token for it (signed in now). */
 export async function createAccount(t: TestApp, email: string): Promise<TestAccount> {
-  const { rows: users } = await t.ctx.db.query<{ id: string }>(
-    'test-insert-user',
-    'INSERT INTO public.users (display_name) VALUES ($1) RETURNING id',
-    [email],
-  );
-  const userId = (users[0] as { id: string }).id;
-  const { rows: accounts } = await t.ctx.db.query<{ id: string }>(
-    'test-insert-account',
-    `INSERT INTO auth.accounts (user_id, email, active, default_role) VALUES ($1, $2, true, 'user') RETURNING id`,
-    [userId, email],
-  );
-  const accountId = (accounts[0] as { id: string }).id;
+  const { accountId, userId } = await createTestAccount(t, { email });
   return { userId, accountId, email, token: await accessToken(t, userId) };
 }
 
-/** An access token for `userId`, as a sign-in at the test clock's current time would give. */
-export async function accessToken(t: TestApp, userId: string): Promise<string> {
-  const vars = permissionVariables({ userId, defaultRole: 'user', roles: ['user'], customFields: {} }, []);
-  const now = t.clock.now();
-  return (await signAccessToken(t.ctx.keys, t.config, vars, now, { authTime: now })).token;
-}
+export { accessToken } from '../helpers/accounts.ts';
 
 export function post(
   t: TestApp,

@@ -3,12 +3,12 @@ import { after, before, describe, it } from 'node:test';
 import { jwtVerify } from 'jose';
 import { refreshSession } from '../../src/auth/sessions.ts';
 import { consumeTicket, issueTicket } from '../../src/auth/tickets-store.ts';
+import { HS } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { authenticatorCode, post, wrongCode } from './helpers.ts';
 
-const HS = { JWT_ALGORITHM: 'HS256', JWT_KEY: 'a-test-signing-key-of-32-bytes!!' } as const;
 const START = Date.parse('2026-03-01T10:00:05Z');
 const PASSWORD = 'correct horse battery staple';
 

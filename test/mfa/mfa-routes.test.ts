@@ -9,6 +9,7 @@ import {
   resealSecrets,
 } from '../../src/auth/mfa/mfa.ts';
 import { SecretBox } from '../../src/auth/mfa/secret-box.ts';
+import { HS } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
 import { dbKinds } from '../helpers/db.ts';
@@ -22,7 +23,6 @@ import {
   wrongCode,
 } from './helpers.ts';
 
-const HS = { JWT_ALGORITHM: 'HS256', JWT_KEY: 'a-test-signing-key-of-32-bytes!!' } as const;
 // Five seconds into a 30-second step, so a few seconds of test time never cross a step by accident.
 const START = Date.parse('2026-03-01T10:00:05Z');
 

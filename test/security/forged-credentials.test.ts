@@ -14,11 +14,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { signUp } from '../auth/helpers.ts';
+import { HS } from '../helpers/accounts.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
+import { multipartBody } from '../helpers/multipart.ts';
 import { FORGERIES, forgedTokens } from '../helpers/security.ts';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.ts';
-import { multipartBody } from '../storage/helpers.ts';
 
 type JsonSchema = {
   type?: string;
@@ -81,8 +82,6 @@ function example(schema: JsonSchema): unknown {
       return {};
   }
 }
-
-const HS = { JWT_ALGORITHM: 'HS256', JWT_KEY: 'a-test-signing-key-of-32-bytes!!' } as const;
 
 /** Between them, these switch on every secured route (a direct and a verified email change exclude each other). */
 const SETUPS: Record<string, (smtp: TestSmtp) => ConfigOverrides> = {

@@ -121,40 +121,8 @@ export function buildStorageApp(
   return buildTestApp(db, { ...s3, ...overrides });
 }
 
-export interface Part {
-  name: string;
-  filename?: string;
-  type?: string;
-  data: string | Buffer;
-}
-
-/** A multipart/form-data body, as browsers and HBP's clients send it. */
-export function multipartBody(parts: Part[]): { payload: Buffer; headers: Record<string, string> } {
-  const boundary = `----gatehouse${randomBytes(8).toString('hex')}`;
-  const chunks: Buffer[] = [];
-  for (const p of parts) {
-    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"`;
-    if (p.filename !== undefined) head += `; filename="${p.filename}"`;
-    head += '\r\n';
-    if (p.type) head += `Content-Type: ${p.type}\r\n`;
-    chunks.push(Buffer.from(`${head}\r\n`), Buffer.from(p.data), Buffer.from('\r\n'));
-  }
-  chunks.push(Buffer.from(`--${boundary}--\r\n`));
-  return {
-    payload: Buffer.concat(chunks),
-    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
-  };
-}
-
 /** A fixed user id (a UUID, as every account's is) for a name used in a test: `userIdFor('alice')`. */
 export function userIdFor(name: string): string {
   const h = createHash('sha256').update(name).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
-/** An access token for a user with the default role, as the accounts routes would mint it. */
-export async function tokenFor(t: TestApp, userId: string, roles = ['user']): Promise<string> {
-  const { permissionVariables, signAccessToken } = await import('../../src/auth/jwt.ts');
-  const vars = permissionVariables({ userId, defaultRole: roles[0] ?? 'user', roles, customFields: {} }, []);
-  return (await signAccessToken(t.ctx.keys, t.ctx.config, vars, t.ctx.clock.now())).token;
 }

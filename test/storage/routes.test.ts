@@ -12,16 +12,16 @@ import pino from 'pino';
 import yauzl from 'yauzl';
 import { configFrom } from '../../src/config.ts';
 import { createContext } from '../../src/context.ts';
+import { accessToken } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { multipartBody } from '../helpers/multipart.ts';
 import {
   type BackendKind,
   backendKinds,
   buildStorageApp,
-  multipartBody,
   type S3Peer,
   startS3rver,
-  tokenFor,
   userIdFor,
 } from './helpers.ts';
 
@@ -91,8 +91,8 @@ for (const backend of backendKinds as BackendKind[]) {
 
     before(async () => {
       t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN });
-      alice = await tokenFor(t, ALICE);
-      bob = await tokenFor(t, BOB);
+      alice = await accessToken(t, ALICE);
+      bob = await accessToken(t, BOB);
       base = await t.app.listen({ host: '127.0.0.1', port: 0 });
     });
     after(() => t.close());
@@ -437,7 +437,7 @@ for (const backend of backendKinds as BackendKind[]) {
 
       it('answers 401 "expired" to a token it accepted before, once the token has expired', async () => {
         await upload(`/storage/o/user/${ALICE}/exp.txt`, 'e', auth(alice));
-        const token = await tokenFor(t, ALICE);
+        const token = await accessToken(t, ALICE);
         const url = `/storage/m/user/${ALICE}/exp.txt`;
         assert.equal((await t.app.inject({ url, headers: auth(token) })).statusCode, 200);
         const back = t.clock.now();
@@ -453,7 +453,7 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it("lists only the folder (trailing-slash prefix, not user/<id>2/), recursively filtered by each file's own rules", async () => {
-        const carol = await tokenFor(t, LIST_A);
+        const carol = await accessToken(t, LIST_A);
         await upload(`/storage/o/user/${LIST_A}/1.txt`, '1', auth(carol));
         await upload(`/storage/o/user/${LIST_A}/2.txt`, '22', auth(carol));
         // A sibling folder whose name starts with this one's (stored by the admin: it is no user's id).
@@ -488,7 +488,7 @@ for (const backend of backendKinds as BackendKind[]) {
           (
             await t.app.inject({
               url: `/storage/m/user/${EMPTY_USER}/`,
-              headers: auth(await tokenFor(t, EMPTY_USER)),
+              headers: auth(await accessToken(t, EMPTY_USER)),
             })
           ).json(),
           [],
@@ -576,7 +576,7 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('zip', () => {
       it('streams a folder of 100 files as a zip that unzips to the exact bytes', async () => {
-        const owner = await tokenFor(t, ZIPPER);
+        const owner = await accessToken(t, ZIPPER);
         const files = new Map<string, Buffer>();
         for (let i = 0; i < 100; i++) {
           const data = i % 2 ? randomBytes(100 + i * 37) : Buffer.from(`text file ${i}\n`.repeat(i + 1));
@@ -615,7 +615,7 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it('survives a client that leaves in the middle of a zip', async () => {
-        const owner = await tokenFor(t, ZIPPER);
+        const owner = await accessToken(t, ZIPPER);
         await new Promise<void>((resolve, reject) => {
           const req = http.get(`${base}/storage/o/user/${ZIPPER}/`, { headers: auth(owner) }, (res) => {
             assert.equal(res.statusCode, 200);
@@ -635,7 +635,7 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it('answers HEAD on a folder with the zip headers and no body', async () => {
-        const owner = await tokenFor(t, ZIPPER);
+        const owner = await accessToken(t, ZIPPER);
         const res = await t.app.inject({
           method: 'HEAD',
           url: `/storage/o/user/${ZIPPER}/`,
@@ -751,7 +751,7 @@ describe('storage without an admin secret', () => {
   after(() => t.close());
 
   it('grants no bypass to an empty or missing x-admin-secret header (HBP D3)', async () => {
-    const owner = await tokenFor(t, ALICE);
+    const owner = await accessToken(t, ALICE);
     const mp = multipartBody([{ name: 'file', filename: 'a', type: 'text/plain', data: 'x' }]);
     await t.app.inject({
       method: 'POST',

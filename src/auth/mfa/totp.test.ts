@@ -9,7 +9,7 @@ import {
   SECRET_BYTES,
   totp,
   verifyTotp,
-} from '../../src/auth/mfa/totp.ts';
+} from './totp.ts';
 
 // RFC 6238 Appendix B: seeds are ASCII digits, 8-digit codes.
 const SEED_SHA1 = Buffer.from('12345678901234567890');

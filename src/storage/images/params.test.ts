@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AppError } from '../../src/errors.ts';
-import {
-  chooseFormat,
-  isTransformRequest,
-  normalisedKey,
-  parseImageParams,
-} from '../../src/storage/images/params.ts';
+import { AppError } from '../../errors.ts';
+import { chooseFormat, isTransformRequest, normalisedKey, parseImageParams } from './params.ts';
 
 function refused(query: Record<string, unknown>, message: string): void {
   assert.throws(

@@ -3,7 +3,8 @@
  * its start-up errors, and the evaluator's refusal of sandbox escapes.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import {
@@ -15,10 +16,11 @@ import {
   RuleError,
   toValue,
   type Value,
-} from '../../src/storage/rules/expression.ts';
-import { compilePattern } from '../../src/storage/rules/matcher.ts';
-import { loadRules, parseRules, type RuleInput, RulesFileError } from '../../src/storage/rules/rules.ts';
-import { tempDir } from '../helpers/app.ts';
+} from './expression.ts';
+import { compilePattern } from './matcher.ts';
+import { loadRules, parseRules, type RuleInput, RulesFileError } from './rules.ts';
+
+const tempDir = () => mkdtempSync(path.join(tmpdir(), 'gatehouse-rules-'));
 
 const alice = { 'user-id': 'alice', 'allowed-roles': ['user'], 'default-role': 'user' };
 const meta = (token: string) => ({

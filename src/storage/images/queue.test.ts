@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AppError } from '../../src/errors.ts';
-import { TransformQueue } from '../../src/storage/images/queue.ts';
+import { AppError } from '../../errors.ts';
+import { TransformQueue } from './queue.ts';
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
