@@ -234,19 +234,79 @@ const MAIL = 'Email';
 const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
-const OAUTH = 'OAuth providers (settings accepted for compatibility; provider routes are not offered yet)';
+const OAUTH = 'OAuth and OpenID Connect sign-in';
 
-const providerSettings = (name: string, extra: Record<string, Setting<string>> = {}) => ({
-  [`${name}_ENABLED`]: bool(
-    OAUTH,
-    false,
-    `Accepted for compatibility; ${name.toLowerCase()} sign-in is not offered yet.`,
-    [`${name}_ENABLE`],
-  ),
-  [`${name}_CLIENT_ID`]: str(OAUTH, '', `${name.toLowerCase()} OAuth client id.`),
-  [`${name}_CLIENT_SECRET`]: str(OAUTH, '', `${name.toLowerCase()} OAuth client secret.`, { secret: true }),
-  ...extra,
-});
+// --- OAuth and OpenID Connect providers (issue 19): helpers of the settings block at the end of SETTINGS ---
+
+/** A URL setting with a default (a provider endpoint); http(s) only. */
+function endpoint(doc: string, def: string, aliases?: string[]): Setting<string> {
+  return { ...url(OAUTH, doc, ['http:', 'https:']), default: def, aliases };
+}
+
+/**
+ * The settings of an OAuth 2.0 provider: HBP's `<NAME>_ENABLED` (with `<NAME>_ENABLE`), client id and
+ * secret, and its endpoints (defaults: the provider's public ones; set them for a self-hosted variant).
+ * `legacy` is another spelling HBP's documentation used (WINDOWSLIVE_ for WINDOWS_LIVE_).
+ */
+function oauth2Settings<N extends string>(
+  name: N,
+  label: string,
+  endpoints: { authorization: string; token: string; profile: string },
+  legacy?: string,
+): Record<`${N}_ENABLED`, Setting<boolean>> &
+  Record<
+    `${N}_${'CLIENT_ID' | 'CLIENT_SECRET' | 'AUTHORIZATION_URL' | 'TOKEN_URL' | 'USER_PROFILE_URL'}`,
+    Setting<string>
+  > {
+  const alias = (suffix: string) => (legacy ? [`${legacy}_${suffix}`] : []);
+  return {
+    [`${name}_ENABLED`]: bool(
+      OAUTH,
+      false,
+      `Sign-in with ${label} at \`/auth/providers/${label.toLowerCase().replace(/\s/g, '')}\`.`,
+      [`${name}_ENABLE`, ...alias('ENABLED'), ...alias('ENABLE')],
+    ),
+    [`${name}_CLIENT_ID`]: str(OAUTH, '', `${label} OAuth client id.`, { aliases: alias('CLIENT_ID') }),
+    [`${name}_CLIENT_SECRET`]: str(OAUTH, '', `${label} OAuth client secret.`, {
+      secret: true,
+      aliases: alias('CLIENT_SECRET'),
+    }),
+    [`${name}_AUTHORIZATION_URL`]: endpoint(
+      `${label} authorization endpoint.`,
+      endpoints.authorization,
+      alias('AUTHORIZATION_URL'),
+    ),
+    [`${name}_TOKEN_URL`]: endpoint(`${label} token endpoint.`, endpoints.token, alias('TOKEN_URL')),
+    [`${name}_USER_PROFILE_URL`]: endpoint(
+      `${label} profile endpoint (read with the access token).`,
+      endpoints.profile,
+      alias('USER_PROFILE_URL'),
+    ),
+  } as never;
+}
+
+/** The settings of a provider reached through OpenID Connect discovery at `<NAME>_ISSUER`. */
+function oidcSettings<N extends string>(
+  name: N,
+  label: string,
+  issuer: string,
+): Record<`${N}_ENABLED`, Setting<boolean>> &
+  Record<`${N}_${'CLIENT_ID' | 'CLIENT_SECRET' | 'ISSUER'}`, Setting<string>> {
+  return {
+    [`${name}_ENABLED`]: bool(
+      OAUTH,
+      false,
+      `Sign-in with ${label} at \`/auth/providers/${label.toLowerCase()}\`.`,
+      [`${name}_ENABLE`],
+    ),
+    [`${name}_CLIENT_ID`]: str(OAUTH, '', `${label} OAuth client id.`),
+    [`${name}_CLIENT_SECRET`]: str(OAUTH, '', `${label} OAuth client secret.`, { secret: true }),
+    [`${name}_ISSUER`]: endpoint(
+      `${label}'s OpenID Connect issuer; its endpoints and keys are read from \`<issuer>/.well-known/openid-configuration\`.`,
+      issuer,
+    ),
+  } as never;
+}
 
 /** The settings table. Order matters only for computed defaults (they see earlier entries). */
 const SETTINGS = {
@@ -809,31 +869,117 @@ const SETTINGS = {
     '`HOST`',
   ),
 
-  // --- OAuth (compatibility) ---
-  PROVIDER_SUCCESS_REDIRECT: str(OAUTH, '', 'OAuth success redirect (falls back to `REDIRECT_URL_SUCCESS`).'),
-  PROVIDER_FAILURE_REDIRECT: str(OAUTH, '', 'OAuth failure redirect (falls back to `REDIRECT_URL_ERROR`).'),
-  ...providerSettings('GITHUB', {
-    GITHUB_AUTHORIZATION_URL: str(OAUTH, '', 'GitHub Enterprise authorization URL.'),
-    GITHUB_TOKEN_URL: str(OAUTH, '', 'GitHub Enterprise token URL.'),
-    GITHUB_USER_PROFILE_URL: str(OAUTH, '', 'GitHub Enterprise profile URL.'),
+  // --- OAuth and OpenID Connect providers (issue 19) ---
+  PROVIDER_SUCCESS_REDIRECT: str(
+    OAUTH,
+    '',
+    'Where a provider sign-in lands (`refresh_token` added) when the start route got no `redirect_to`. Unset: `REDIRECT_URL_SUCCESS`.',
+  ),
+  PROVIDER_FAILURE_REDIRECT: str(
+    OAUTH,
+    '',
+    'Where a failed provider sign-in lands, with `error=<code>` added. Unset: `REDIRECT_URL_ERROR`; neither: the error is answered as JSON.',
+  ),
+  PROVIDER_TOKENS_STORED: bool(
+    OAUTH,
+    false,
+    "Keep the provider's access and refresh tokens, encrypted like TOTP secrets (`MFA_ENCRYPTION_KEY`), and let the signed-in user read them at `GET /auth/providers/<provider>/tokens`.",
+  ),
+  PROVIDER_STATE_EXPIRES_IN: int(
+    OAUTH,
+    10,
+    'Minutes a browser has to come back from the provider; the `state` of a sign-in is single use and dies after this.',
+    { min: 1, max: 60 },
+  ),
+  PROVIDER_REQUEST_TIMEOUT: int(
+    OAUTH,
+    10000,
+    'Timeout of each request to a provider (discovery, keys, token, profile), in milliseconds.',
+    { min: 100 },
+  ),
+  ...oauth2Settings('GITHUB', 'GitHub', {
+    authorization: 'https://github.com/login/oauth/authorize',
+    token: 'https://github.com/login/oauth/access_token',
+    profile: 'https://api.github.com/user',
   }),
-  ...providerSettings('GOOGLE'),
-  ...providerSettings('FACEBOOK'),
-  ...providerSettings('LINKEDIN'),
-  ...providerSettings('SPOTIFY'),
-  ...providerSettings('WINDOWS_LIVE'),
-  TWITTER_ENABLED: bool(OAUTH, false, 'Accepted for compatibility; twitter sign-in is not offered yet.', [
+  ...oidcSettings('GOOGLE', 'Google', 'https://accounts.google.com'),
+  ...oauth2Settings('FACEBOOK', 'Facebook', {
+    authorization: 'https://www.facebook.com/v19.0/dialog/oauth',
+    token: 'https://graph.facebook.com/v19.0/oauth/access_token',
+    profile: 'https://graph.facebook.com/v19.0/me?fields=id,name,email,picture.type(large)',
+  }),
+  TWITTER_ENABLED: bool(OAUTH, false, 'Sign-in with Twitter (X), OAuth 1.0a, at `/auth/providers/twitter`.', [
     'TWITTER_ENABLE',
   ]),
-  TWITTER_CONSUMER_KEY: str(OAUTH, '', 'Twitter consumer key.'),
-  TWITTER_CONSUMER_SECRET: str(OAUTH, '', 'Twitter consumer secret.', { secret: true }),
-  APPLE_ENABLED: bool(OAUTH, false, 'Accepted for compatibility; apple sign-in is not offered yet.', [
+  TWITTER_CONSUMER_KEY: str(OAUTH, '', 'Twitter consumer key (API key).'),
+  TWITTER_CONSUMER_SECRET: str(OAUTH, '', 'Twitter consumer secret (API key secret).', { secret: true }),
+  TWITTER_REQUEST_TOKEN_URL: endpoint(
+    'Twitter request-token endpoint.',
+    'https://api.twitter.com/oauth/request_token',
+  ),
+  TWITTER_AUTHORIZATION_URL: endpoint(
+    'Twitter authorization page.',
+    'https://api.twitter.com/oauth/authenticate',
+  ),
+  TWITTER_ACCESS_TOKEN_URL: endpoint(
+    'Twitter access-token endpoint.',
+    'https://api.twitter.com/oauth/access_token',
+  ),
+  TWITTER_USER_PROFILE_URL: endpoint(
+    'Twitter profile endpoint.',
+    'https://api.twitter.com/1.1/account/verify_credentials.json?include_email=true&skip_status=true',
+  ),
+  ...oidcSettings('LINKEDIN', 'LinkedIn', 'https://www.linkedin.com/oauth'),
+  APPLE_ENABLED: bool(OAUTH, false, 'Sign in with Apple at `/auth/providers/apple` (callback by `POST`).', [
     'APPLE_ENABLE',
   ]),
-  APPLE_CLIENT_ID: str(OAUTH, '', 'Apple client id.'),
-  APPLE_TEAM_ID: str(OAUTH, '', 'Apple team id.'),
-  APPLE_KEY_ID: str(OAUTH, '', 'Apple key id.'),
-  APPLE_PRIVATE_KEY: str(OAUTH, '', 'Apple private key (base64 of the .p8 file).', { secret: true }),
+  APPLE_CLIENT_ID: str(OAUTH, '', 'Apple Services ID (the client id).'),
+  APPLE_TEAM_ID: str(OAUTH, '', 'Apple developer team id.'),
+  APPLE_KEY_ID: str(OAUTH, '', 'Id of the Sign in with Apple key.'),
+  APPLE_PRIVATE_KEY: str(
+    OAUTH,
+    '',
+    'The Sign in with Apple key: base64 of the `.p8` file (HBP), or the PEM text itself.',
+    { secret: true },
+  ),
+  APPLE_ISSUER: endpoint(
+    "Apple's OpenID Connect issuer (endpoints and keys from its discovery document).",
+    'https://appleid.apple.com',
+  ),
+  ...oauth2Settings(
+    'WINDOWS_LIVE',
+    'Windows Live',
+    {
+      authorization: 'https://login.microsoftonline.com/consumers/oauth2/v2.0/authorize',
+      token: 'https://login.microsoftonline.com/consumers/oauth2/v2.0/token',
+      profile: 'https://graph.microsoft.com/v1.0/me',
+    },
+    'WINDOWSLIVE',
+  ),
+  ...oauth2Settings('SPOTIFY', 'Spotify', {
+    authorization: 'https://accounts.spotify.com/authorize',
+    token: 'https://accounts.spotify.com/api/token',
+    profile: 'https://api.spotify.com/v1/me',
+  }),
+  OIDC_ENABLED: bool(
+    OAUTH,
+    false,
+    'Sign-in with any OpenID Connect provider (Keycloak, Auth0, Azure AD, Okta, Authentik…) at `/auth/providers/oidc`.',
+    ['OIDC_ENABLE'],
+  ),
+  OIDC_ISSUER: endpoint(
+    'Issuer URL of the OpenID Connect provider; its endpoints and keys are read from `<issuer>/.well-known/openid-configuration`.',
+    '',
+  ),
+  OIDC_CLIENT_ID: str(OAUTH, '', 'Client id registered with the OpenID Connect provider.'),
+  OIDC_CLIENT_SECRET: str(OAUTH, '', 'Client secret registered with the OpenID Connect provider.', {
+    secret: true,
+  }),
+  OIDC_SCOPES: str(
+    OAUTH,
+    'openid email profile',
+    'Scopes asked of the OpenID Connect provider (space-separated; must include `openid`).',
+  ),
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof SETTINGS;
@@ -979,6 +1125,7 @@ function crossChecks(c: Partial, problems: string[]): void {
         `CORS_ORIGINS entry "${o}" is not an origin such as https://app.example.com, https://*.example.com or http://localhost:*`,
       );
   }
+  providerChecks(c, problems);
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
@@ -1006,6 +1153,42 @@ function crossChecks(c: Partial, problems: string[]): void {
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
       problems.push(`METRICS_TOKEN must be at least ${MIN_SECRET_LENGTH} characters in production`);
     // JWT_KEY (or CUSTOM_DIR/keys/private.pem) is checked by keySettingProblems, with the key itself.
+  }
+}
+
+/** OAuth and OpenID Connect providers (issue 19): an enabled provider needs its credentials. */
+function providerChecks(c: Partial, problems: string[]): void {
+  const need = (flag: string, names: string[]) => {
+    if (!c[flag]) return;
+    for (const n of names) if (!c[n]) problems.push(`${n} is required when ${flag} is true`);
+  };
+  for (const p of ['GITHUB', 'GOOGLE', 'FACEBOOK', 'LINKEDIN', 'WINDOWS_LIVE', 'SPOTIFY', 'OIDC'])
+    need(`${p}_ENABLED`, [`${p}_CLIENT_ID`, `${p}_CLIENT_SECRET`]);
+  need('TWITTER_ENABLED', ['TWITTER_CONSUMER_KEY', 'TWITTER_CONSUMER_SECRET']);
+  need('APPLE_ENABLED', ['APPLE_CLIENT_ID', 'APPLE_TEAM_ID', 'APPLE_KEY_ID', 'APPLE_PRIVATE_KEY']);
+  need('OIDC_ENABLED', ['OIDC_ISSUER']);
+  if (c.OIDC_ENABLED && !String(c.OIDC_SCOPES).split(/\s+/).includes('openid'))
+    problems.push('OIDC_SCOPES must include openid');
+  if (c.NODE_ENV === 'production') {
+    // A token request over http would carry the client secret and the user's tokens in clear.
+    for (const [name, value] of Object.entries(c)) {
+      if (
+        /_(ISSUER|AUTHORIZATION_URL|TOKEN_URL|USER_PROFILE_URL|REQUEST_TOKEN_URL|ACCESS_TOKEN_URL)$/.test(
+          name,
+        )
+      ) {
+        const provider = name
+          .split('_')
+          .slice(0, name.startsWith('WINDOWS_LIVE') ? 2 : 1)
+          .join('_');
+        if (c[`${provider}_ENABLED`] && typeof value === 'string' && value.startsWith('http:'))
+          problems.push(`${name} must be an https URL in production`);
+      }
+    }
+    if (c.PROVIDER_TOKENS_STORED && !c.MFA_ENCRYPTION_KEY)
+      problems.push(
+        'MFA_ENCRYPTION_KEY is required in production when PROVIDER_TOKENS_STORED is true (it encrypts the tokens)',
+      );
   }
 }
 

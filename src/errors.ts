@@ -91,6 +91,36 @@ export const ERRORS = {
     logLevel: 'warn',
   },
 
+  // provider sign-in (OAuth, OpenID Connect)
+  PROVIDER_STATE_INVALID: {
+    status: 400,
+    message:
+      'This sign-in cannot be finished: it was not started in this browser, has expired, or was already used. Start again.',
+  },
+  PROVIDER_DENIED: { status: 401, message: 'The sign-in provider did not grant access.' },
+  ID_TOKEN_INVALID: { status: 401, message: "The provider's ID token is not valid for this sign-in." },
+  PROVIDER_EMAIL_NOT_VERIFIED: {
+    status: 403,
+    message:
+      'An account with this email exists, and the provider does not vouch that the email is yours. Sign in to that account another way, then link the provider.',
+  },
+  PROVIDER_IDENTITY_IN_USE: {
+    status: 409,
+    message: 'This provider identity is already linked to another account.',
+  },
+  PROVIDER_ALREADY_LINKED: {
+    status: 409,
+    message: 'Another identity of this provider is already linked to the account; unlink it first.',
+  },
+  PROVIDER_LAST_SIGN_IN_METHOD: {
+    status: 409,
+    message: 'This is the only way to sign in to the account; add a password or another provider first.',
+  },
+  PROVIDER_NOT_LINKED: { status: 404, message: 'This provider is not linked to the account.' },
+  PROVIDER_TOKENS_NOT_STORED: { status: 404, message: 'No provider tokens are stored for this account.' },
+  PROVIDER_RESPONSE_INVALID: { status: 502, message: 'The sign-in provider answered an invalid response.' },
+  PROVIDER_UNAVAILABLE: { status: 503, message: 'The sign-in provider could not be reached; try again.' },
+
   // storage
   FORBIDDEN: { status: 403, message: 'Forbidden' },
   INVALID_KEY: { status: 400, message: 'The file path is not valid.' },

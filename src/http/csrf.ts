@@ -49,7 +49,9 @@ function refused(): AppError {
  * The check for one configuration: throws 403 `CSRF` when `request` may change something and does not
  * come from an allowed origin. Call it only when a cookie is the request's credential.
  */
-export function crossSiteCheck(config: Config): (request: FastifyRequest) => void {
+export function crossSiteCheck(
+  config: Config,
+): (request: FastifyRequest, opts?: { evenIfSafe?: boolean }) => void {
   const named = new Set(
     [config.SERVER_URL, config.REDIRECT_URL_SUCCESS]
       .filter((u) => u !== '')
@@ -66,8 +68,11 @@ export function crossSiteCheck(config: Config): (request: FastifyRequest) => voi
     cors(origin) ||
     redirects(origin);
 
-  return (request) => {
-    if (SAFE_METHODS.has(request.method)) return;
+  return (request, opts = {}) => {
+    if (SAFE_METHODS.has(request.method) && !opts.evenIfSafe) return;
+    // `evenIfSafe`: a GET that acts on the cookie's session (linking a provider to it). A navigation the
+    // person started themselves (typed, bookmarked) says so with `Sec-Fetch-Site: none`.
+    if (opts.evenIfSafe && header(request, 'sec-fetch-site') === 'none') return;
     const origin = header(request, 'origin');
     if (origin !== undefined) {
       // `Origin: null` (sandboxed frames, some redirects) names no one and is refused.

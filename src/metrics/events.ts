@@ -10,7 +10,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 
-export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous';
+export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider';
 export type SignInOutcome =
   /** A session was issued. */
   | 'success'
@@ -22,7 +22,9 @@ export type SignInOutcome =
   | 'locked'
   | 'not_activated'
   /** A wrong or reused TOTP code, or a dead MFA ticket. */
-  | 'invalid_code';
+  | 'invalid_code'
+  /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…). */
+  | 'refused';
 export type RefreshOutcome =
   /** The token was rotated into a successor. */
   | 'rotated'

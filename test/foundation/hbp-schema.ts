@@ -103,6 +103,8 @@ export const HBP_PROVIDERS = [
   'twitter',
   'windowslive',
 ];
+/** HBP's providers and Gatehouse's generic OpenID Connect one (migration 0007). */
+export const PROVIDERS = [...HBP_PROVIDERS, 'oidc'].sort();
 
 const HBP_TABLES = Object.keys(HBP_COLUMNS);
 

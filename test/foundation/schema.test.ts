@@ -10,9 +10,9 @@ import { createTestDatabase, dbKinds, type TestDatabase } from '../helpers/db.ts
 import {
   HBP_COLUMNS,
   HBP_CONSTRAINTS,
-  HBP_PROVIDERS,
   HBP_ROLES,
   HBP_TRIGGERS,
+  PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
 
@@ -48,9 +48,9 @@ for (const kind of dbKinds()) {
       assert.deepEqual(schema.triggers, HBP_TRIGGERS);
     });
 
-    it('seeds the roles user, anonymous, me and the eight providers', () => {
+    it("seeds the roles user, anonymous, me, HBP's eight providers and oidc", () => {
       assert.deepEqual(schema.roles, HBP_ROLES);
-      assert.deepEqual(schema.providers, HBP_PROVIDERS);
+      assert.deepEqual(schema.providers, PROVIDERS);
     });
 
     it('refuses an email that breaks proper_email, and accepts any case of a valid one', async () => {

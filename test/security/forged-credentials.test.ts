@@ -92,6 +92,12 @@ const SETUPS: Record<string, (smtp: TestSmtp) => ConfigOverrides> = {
     VERIFY_EMAILS: false,
     STORAGE_ENABLED: true,
     RATE_LIMIT_ENABLED: false,
+    // The provider's issuer is never asked: unlink and tokens read only the database.
+    OIDC_ENABLED: true,
+    OIDC_ISSUER: 'http://127.0.0.1:9/never-contacted',
+    OIDC_CLIENT_ID: 'client',
+    OIDC_CLIENT_SECRET: 'secret',
+    PROVIDER_TOKENS_STORED: true,
   }),
   'verified email change': (smtp) => ({
     CHANGE_EMAIL_ENABLED: true,
@@ -153,6 +159,8 @@ describe(`the secured routes found in /openapi.json (${ROUTES.length})`, () => {
       'POST /auth/mfa/generate',
       'POST /auth/mfa/enable',
       'POST /auth/mfa/disable',
+      'POST /auth/providers/{provider}/unlink',
+      'GET /auth/providers/{provider}/tokens',
       'POST /storage/o/{*}',
       'GET /storage/o/{*}',
       'DELETE /storage/o/{*}',

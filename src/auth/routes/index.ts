@@ -18,6 +18,7 @@ import { emailRoutes } from './email-routes.ts';
 import { jwksRoute } from './jwks.ts';
 import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
+import { providerRoutes } from './providers/index.ts';
 import { registerRoute } from './register.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
@@ -51,4 +52,5 @@ export async function authRoutes(
     await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });
   }
   await app.register(emailRoutes, { deps });
+  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
 }
