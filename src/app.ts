@@ -126,6 +126,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     config,
     sources: {
       passwords: ctx.passwords,
+      outbox: ctx.outbox.sends ? ctx.outbox : undefined,
       poolStats: ctx.db.poolStats?.bind(ctx.db),
       images: ctx.storage?.images,
     },

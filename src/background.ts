@@ -1,8 +1,7 @@
 /**
- * Work that runs after the response. Flows that must answer the same whether or not an account exists
- * (lost password, activation resend, magic-link login) do their lookup and send their email here:
- * waiting for them would tell, by status or by time. The context drains the tasks before it closes the
- * database and the mailer they use.
+ * Work that runs after the response, in memory: a crash loses it, so it holds nothing that must survive
+ * one (the email outbox runs its sender's passes here; what they work on is in the database). The context
+ * drains the tasks before it closes the database and the mailer they use; tests wait for them.
  */
 import type { FastifyBaseLogger } from 'fastify';
 

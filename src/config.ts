@@ -755,8 +755,60 @@ const SETTINGS = {
   SMTP_TIMEOUT_MS: int(
     MAIL,
     10000,
-    'Connection, greeting and socket timeout towards the SMTP server, in milliseconds (a request that sends an email waits for it).',
+    'Connection and greeting timeout towards the SMTP server, in milliseconds: how soon an attempt gives up on a server that is down or not answering.',
     { min: 100 },
+  ),
+  SMTP_SOCKET_TIMEOUT_MS: int(
+    MAIL,
+    60000,
+    'Once connected, how long to wait for each answer of the SMTP server, in milliseconds, notably its acceptance of a message just sent: RFC 5321 gives servers up to 10 minutes there, and giving up earlier on a slow server that then accepts the message sends it twice at the retry.',
+    { min: 100 },
+  ),
+  EMAIL_MAX_ATTEMPTS: int(
+    MAIL,
+    20,
+    'Delivery attempts of one email before the outbox gives it up (the row stays in `auth.email_outbox` with its error). With the default delays, a little over three hours of retrying.',
+    { min: 1 },
+  ),
+  EMAIL_RETRY_DELAY_MS: int(
+    MAIL,
+    10000,
+    'Wait before the first retry of an email, in milliseconds; each further retry waits twice as long (±20 %), up to `EMAIL_RETRY_MAX_DELAY_MS`.',
+    { min: 1 },
+  ),
+  EMAIL_RETRY_MAX_DELAY_MS: int(
+    MAIL,
+    900000,
+    'Longest wait between two attempts of an email, in milliseconds (15 minutes).',
+    { min: 1 },
+  ),
+  EMAIL_POLL_INTERVAL_MS: int(
+    MAIL,
+    5000,
+    "How often each instance looks for due emails, in milliseconds: retries, and rows another instance left (a new email wakes its own instance's sender at once, without waiting for this).",
+    { min: 10 },
+  ),
+  EMAIL_CLAIM_TIMEOUT_MS: int(
+    MAIL,
+    120000,
+    'How long a sender holds an email it is delivering, in milliseconds; an instance that dies meanwhile leaves it to be sent by another (or the next start) after this. Must exceed two `SMTP_TIMEOUT_MS` plus `SMTP_SOCKET_TIMEOUT_MS`.',
+    { min: 1000 },
+  ),
+  EMAIL_SEND_CONCURRENCY: int(MAIL, 4, 'Emails each instance delivers at the same time.', {
+    min: 1,
+    max: 100,
+  }),
+  EMAIL_SENT_RETENTION_HOURS: int(
+    MAIL,
+    24,
+    'Hours a sent email stays in `auth.email_outbox` (recipient, template and times; its content, link included, is erased when it is sent).',
+    { min: 0 },
+  ),
+  EMAIL_FAILED_RETENTION_HOURS: int(
+    MAIL,
+    720,
+    'Hours an email given up stays in `auth.email_outbox` with its error (30 days); its content is erased when it is given up.',
+    { min: 0 },
   ),
   RATE_LIMIT_EMAIL_MAX: int(
     MAIL,
@@ -1109,6 +1161,16 @@ function crossChecks(c: Partial, problems: string[]): void {
       'METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT with METRICS_TOKEN)',
     );
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  // A lease that ends while its sender still waits on the SMTP server would let another sender send again.
+  if (
+    (c.EMAIL_CLAIM_TIMEOUT_MS as number) <=
+    2 * (c.SMTP_TIMEOUT_MS as number) + (c.SMTP_SOCKET_TIMEOUT_MS as number)
+  )
+    problems.push(
+      'EMAIL_CLAIM_TIMEOUT_MS must be longer than two SMTP_TIMEOUT_MS plus SMTP_SOCKET_TIMEOUT_MS',
+    );
+  if ((c.EMAIL_RETRY_MAX_DELAY_MS as number) < (c.EMAIL_RETRY_DELAY_MS as number))
+    problems.push('EMAIL_RETRY_MAX_DELAY_MS must be at least EMAIL_RETRY_DELAY_MS');
   if ((c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW as number) <= (c.RATE_LIMIT_LOGIN_DELAY_MAX as number))
     problems.push(
       'RATE_LIMIT_LOGIN_ACCOUNT_WINDOW must be longer than RATE_LIMIT_LOGIN_DELAY_MAX (failures would be forgotten during the longest wait)',

@@ -8,6 +8,9 @@
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthDeps } from './auth/deps.ts';
+import { magicLoginStep } from './auth/flows/magic-link.ts';
+import { passwordResetStep } from './auth/flows/password-reset.ts';
+import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { Passwords } from './auth/passwords.ts';
@@ -19,6 +22,7 @@ import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
+import { EmailOutbox } from './mail/outbox.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
@@ -32,8 +36,10 @@ export interface AppContext {
   /** Password hashing threads, sized by this context's settings and stopped by closeContext. */
   readonly passwords: Passwords;
   readonly cookieSecret: string;
-  /** Sends the flows' emails (its `send` is the MailPort auth uses). */
+  /** Delivers one email (SMTP, or the development outbox folder); only the outbox's sender calls it. */
   readonly mailer: Mailer;
+  /** The durable email outbox: the MailPort auth uses, and the sender that delivers what it holds. */
+  readonly outbox: EmailOutbox;
   /** Work that runs after the response (flows that must answer the same for every address). */
   readonly tasks: BackgroundTasks;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
@@ -96,8 +102,10 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
     }
     const mailer = createMailer(config, { log: opts.log });
+    const tasks = backgroundTasks(opts.log);
+    const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
-    return {
+    const ctx: AppContext = {
       config,
       db,
       clock,
@@ -105,10 +113,18 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       passwords: new Passwords(config),
       cookieSecret: secret,
       mailer,
-      tasks: backgroundTasks(opts.log),
+      outbox,
+      tasks,
       mfaBox,
       storage,
     };
+    const deps = authDeps(ctx);
+    outbox.handle('password-reset', (tx, input) => passwordResetStep(deps, tx, input));
+    outbox.handle('activation-resend', (tx, input) => activationResendStep(deps, tx, input));
+    outbox.handle('magic-link-login', (tx, input) => magicLoginStep(deps, tx, input));
+    // Emails left unsent by an earlier run (or another instance) go out now.
+    outbox.start();
+    return ctx;
   } catch (err) {
     if (!opts.db) await db.close().catch(() => {});
     throw err;
@@ -141,12 +157,14 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, mailer, tasks } = ctx;
-  return { config, db, clock, keys, passwords, mailer, tasks };
+  const { config, db, clock, keys, passwords, outbox } = ctx;
+  return { config, db, clock, keys, passwords, mailer: outbox };
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
-  // Tasks still running use the mailer and the database.
+  // Nothing new is started; what runs (a delivery, a deferred step) finishes with the mailer and the
+  // database it uses. What is still queued stays in the outbox for the next start or another instance.
+  ctx.outbox.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();

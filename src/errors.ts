@@ -81,10 +81,6 @@ export const ERRORS = {
   MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
   OTP_SECRET_NOT_SET: { status: 400, message: 'OTP secret is not set.' },
   INVALID_TOTP: { status: 401, message: 'Invalid two-factor code.' },
-  EMAIL_UNAVAILABLE: {
-    status: 503,
-    message: 'The email could not be sent; nothing was changed. Try again later.',
-  },
   EMAILS_DISABLED: {
     status: 503,
     message: 'This server does not send emails (EMAILS_ENABLED is false).',

@@ -1,9 +1,8 @@
 /**
  * What the auth domain needs from outside, built once by the composition root (context.ts, app.ts) and
  * passed in. Each domain function names the part it uses, so that reading a signature tells what the
- * function can touch: a password check cannot send an email, a session cannot schedule work.
+ * function can touch: a password check cannot send an email.
  */
-import type { BackgroundTasks } from '../background.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
@@ -18,10 +17,11 @@ export interface AuthDeps {
   readonly keys: JwtKeys;
   /** This instance's password hashing threads. */
   readonly passwords: Passwords;
-  /** Where account flows hand their emails, inside their transaction (mail/port.ts). */
+  /**
+   * Where account flows hand their emails, inside their transaction, and the steps that must run after
+   * the response (mail/port.ts: the durable outbox).
+   */
   readonly mailer: MailPort;
-  /** Work after the response, for flows that answer the same for every address. */
-  readonly tasks: BackgroundTasks;
 }
 
 /** Settings and the time: checks that read no data (domains, link targets). */

@@ -75,6 +75,36 @@ export class DatabaseError extends Error {
   }
 }
 
+/** Callbacks waiting for the commit of a transaction, by its handle. */
+const commitHooks = new WeakMap<Queryable, (() => void)[]>();
+
+/**
+ * Runs `fn` once the transaction of `q` has committed, and never if it rolls back; at once when `q` is not
+ * a transaction (its statements commit as they run). Work that another connection must see (the email
+ * outbox waking its sender) waits for this. `fn` must not throw (a throw is swallowed).
+ */
+export function afterCommit(q: Queryable, fn: () => void): void {
+  const hooks = commitHooks.get(q);
+  if (hooks) hooks.push(fn);
+  else fn();
+}
+
+/** Makes `tx` a transaction handle whose `afterCommit` callbacks collect in `hooks`. */
+function withCommitHooks(tx: Queryable, hooks: (() => void)[]): Queryable {
+  commitHooks.set(tx, hooks);
+  return tx;
+}
+
+function runCommitHooks(hooks: (() => void)[]): void {
+  for (const fn of hooks.splice(0)) {
+    try {
+      fn();
+    } catch {
+      // A hook's failure is its own affair: the transaction is committed.
+    }
+  }
+}
+
 function translate(name: string, err: unknown): Error {
   const e = err as { code?: string; constraint?: string };
   if (e?.code === '23505') return new UniqueViolation(e.constraint ?? 'unknown', name, err);
@@ -131,13 +161,17 @@ export function openPostgres(url: string, poolSize = 10): Database {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        const result = await fn(
+        const hooks: (() => void)[] = [];
+        const tx = withCommitHooks(
           wrap(
             (sql, params) => client.query(sql, params as unknown[]),
             (sql) => client.query(sql),
           ),
+          hooks,
         );
+        const result = await fn(tx);
         await client.query('COMMIT');
+        runCommitHooks(hooks);
         return result;
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {});
@@ -356,9 +390,21 @@ export async function openPglite(
     kind: 'pglite',
     query: q.query,
     exec: q.exec,
-    transaction(fn) {
+    async transaction(fn) {
       // PGlite has one connection: inside `fn`, use `tx` only (the outer handle would wait for this transaction).
-      return lock.run(() => db.transaction((tx) => fn(wrap(run, (sql) => tx.exec(sql)))));
+      const hooks: (() => void)[] = [];
+      const result = await lock.run(() =>
+        db.transaction((tx) =>
+          fn(
+            withCommitHooks(
+              wrap(run, (sql) => tx.exec(sql)),
+              hooks,
+            ),
+          ),
+        ),
+      );
+      runCommitHooks(hooks);
+      return result;
     },
     async ping() {
       await q.query('ping', 'select 1');

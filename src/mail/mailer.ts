@@ -4,9 +4,9 @@
  * - `outbox`: emails on, no SMTP_HOST, outside production: one `.eml` file per message in
  *   DATA_DIR/outbox and an info log line carrying the action link, so every flow can be clicked
  *   through on embedded defaults;
- * - `disabled`: EMAILS_ENABLED=false; `send` refuses with EMAILS_DISABLED.
- * It is the service's MailPort (port.ts): `send` delivers at once, inside the caller's transaction, and a
- * transport failure becomes EMAIL_UNAVAILABLE (503) so that the caller's writes roll back.
+ * - `disabled`: EMAILS_ENABLED=false; `deliver` refuses with EMAILS_DISABLED.
+ * Flows never call it: they write their emails to the durable outbox (outbox.ts), whose sender calls
+ * `deliver` after the flow's transaction has committed, and retries when it throws.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -16,16 +16,29 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { emailEvent } from '../metrics/events.ts';
-import type { MailPort, OutgoingEmail } from './port.ts';
+import type { OutgoingEmail } from './port.ts';
 import { renderTemplate } from './templates.ts';
 
 export type { OutgoingEmail } from './port.ts';
 
-export interface Mailer extends MailPort {
+export interface Mailer {
   readonly mode: 'smtp' | 'outbox' | 'disabled';
-  /** Renders and delivers one message; resolves once the server (or the outbox) has accepted it. */
+  /** False with EMAILS_ENABLED=false. */
+  readonly sends: boolean;
+  /**
+   * Renders and delivers one message; resolves once the server (or the development outbox) has accepted
+   * it, rejects with a DeliveryError when it has not.
+   */
   deliver(email: OutgoingEmail): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A message the transport did not accept (server down, refused, a template that fails to render). */
+export class DeliveryError extends Error {
+  constructor(cause: unknown) {
+    super('the email could not be delivered', { cause });
+    this.name = 'DeliveryError';
+  }
 }
 
 export interface MailerOptions {
@@ -50,7 +63,7 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
     const refuse = async () => {
       throw new AppError('EMAILS_DISABLED');
     };
-    return { mode: 'disabled', sends: false, deliver: refuse, send: refuse, async close() {} };
+    return { mode: 'disabled', sends: false, deliver: refuse, async close() {} };
   }
   if (!config.SMTP_HOST) {
     if (config.isProduction)
@@ -63,11 +76,12 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
     secure: config.SMTP_SECURE,
     auth: config.SMTP_USER ? { user: config.SMTP_USER, pass: config.SMTP_PASS } : undefined,
     authMethod: config.SMTP_AUTH_METHOD,
-    // A request waits for the server's answer (the write it protects is undone on failure), so a dead
-    // server must fail in seconds, not after nodemailer's two-minute defaults.
+    // A server that is down or silent must fail the attempt in seconds (it is retried later). Once the
+    // server talks, its answers may take longer (RFC 5321 allows ten minutes after a message's final dot):
+    // giving up on a slow answer to a message the server then accepts would send it twice.
     connectionTimeout: config.SMTP_TIMEOUT_MS,
     greetingTimeout: config.SMTP_TIMEOUT_MS,
-    socketTimeout: config.SMTP_TIMEOUT_MS,
+    socketTimeout: config.SMTP_SOCKET_TIMEOUT_MS,
   });
   return transportMailer('smtp', config, log, transport, async () => {});
 }
@@ -97,9 +111,9 @@ function transportMailer(
   after: (email: OutgoingEmail, info: unknown, rendered: { subject: string }) => Promise<void>,
 ): Mailer {
   const deliver = async (email: OutgoingEmail) => {
-    const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
     let info: unknown;
     try {
+      const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
       info = await transport.sendMail({
         from: config.SMTP_SENDER,
         to: email.to,
@@ -114,15 +128,13 @@ function transportMailer(
       emailEvent('failed', mode, email.template);
       // The address is personal data and the message holds a ticket: log neither, only what failed.
       log.warn({ err, template: email.template, mode }, 'email could not be sent');
-      throw new AppError('EMAIL_UNAVAILABLE', undefined, { cause: err });
+      throw new DeliveryError(err);
     }
   };
   return {
     mode,
     sends: true,
     deliver,
-    // Delivered before the caller's transaction commits: a refusal rolls its writes back.
-    send: (_tx, email) => deliver(email),
     async close() {
       transport.close();
     },

@@ -35,6 +35,8 @@ export type RefreshOutcome =
   /** Unknown, expired or revoked token, or an inactive account. */
   | 'invalid';
 export type EmailOutcome = 'sent' | 'failed';
+/** What the outbox did with an email (or deferred step) whose attempt failed. */
+export type OutboxOutcome = 'retry' | 'given_up';
 
 export interface SignInEvent {
   method: SignInMethod;
@@ -46,6 +48,11 @@ export interface RefreshEvent {
 export interface EmailEvent {
   outcome: EmailOutcome;
   mode: string;
+  template: string;
+}
+export interface OutboxEvent {
+  outcome: OutboxOutcome;
+  /** The email's template, or the deferred step's name. */
   template: string;
 }
 export interface HashWaitEvent {
@@ -60,6 +67,7 @@ export const channels = {
   signIn: channel('gatehouse:sign-in'),
   refresh: channel('gatehouse:token-refresh'),
   email: channel('gatehouse:email'),
+  outbox: channel('gatehouse:email-outbox'),
   objectStoreError: channel('gatehouse:object-store-error'),
   hashWait: channel('gatehouse:password-hash-wait'),
   hashRefused: channel('gatehouse:password-hash-refused'),
@@ -75,6 +83,10 @@ export function refreshEvent(outcome: RefreshOutcome): void {
 
 export function emailEvent(outcome: EmailOutcome, mode: string, template: string): void {
   if (channels.email.hasSubscribers) channels.email.publish({ outcome, mode, template } satisfies EmailEvent);
+}
+
+export function outboxEvent(outcome: OutboxOutcome, template: string): void {
+  if (channels.outbox.hasSubscribers) channels.outbox.publish({ outcome, template } satisfies OutboxEvent);
 }
 
 /** The object store could not answer (the storage routes then answer 503). */

@@ -11,6 +11,7 @@ import {
   channels,
   type EmailEvent,
   type HashWaitEvent,
+  type OutboxEvent,
   type RefreshEvent,
   type SignInEvent,
 } from './events.ts';
@@ -19,6 +20,8 @@ import {
 export interface MetricsSources {
   /** The instance's password hashing threads. */
   passwords: { stats(): { waiting: number; running: number } };
+  /** The email outbox's backlog, read from the database at scrape time. */
+  outbox?: { backlog(): Promise<{ pending: number; oldestSeconds: number; failed: number }> };
   /** PostgreSQL pool figures; absent for PGlite. */
   poolStats?: () => PoolStats;
   /** The image transform queue and its counters, when storage is on. */
@@ -72,13 +75,66 @@ export class Metrics {
 
     const emails = new Counter({
       name: 'gatehouse_emails_total',
-      help: 'Emails handed to the transport (smtp, or the development outbox), by outcome (sent, failed) and template.',
+      help: 'Delivery attempts of emails by the transport (smtp, or the development outbox), by outcome (sent, failed) and template.',
       labelNames: ['outcome', 'mode', 'template'],
       registers,
     });
     this.on(channels.email.name, (e: EmailEvent) =>
       emails.inc({ outcome: e.outcome, mode: e.mode, template: e.template }),
     );
+
+    const outboxAttempts = new Counter({
+      name: 'gatehouse_email_outbox_failures_total',
+      help: 'Failed delivery attempts of the email outbox, by what follows (retry: tried again later; given_up: EMAIL_MAX_ATTEMPTS reached, or the link expired unsent) and template (or deferred step).',
+      labelNames: ['outcome', 'template'],
+      registers,
+    });
+    this.on(channels.outbox.name, (e: OutboxEvent) =>
+      outboxAttempts.inc({ outcome: e.outcome, template: e.template }),
+    );
+    const { outbox } = sources;
+    if (outbox) {
+      // One query per scrape feeds the three gauges.
+      // When the database cannot answer, the gauges keep their last values (the scrape still succeeds).
+      type Backlog = { pending: number; oldestSeconds: number; failed: number };
+      let reading: Promise<Backlog | undefined> | undefined;
+      const read = () => {
+        reading ??= outbox
+          .backlog()
+          .catch(() => undefined)
+          .finally(() => {
+            reading = undefined;
+          });
+        return reading;
+      };
+      new Gauge({
+        name: 'gatehouse_email_outbox_pending',
+        help: 'Emails (and deferred steps) in the outbox waiting to be sent, across every instance.',
+        registers,
+        async collect() {
+          const b = await read();
+          if (b) this.set(b.pending);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_email_outbox_oldest_pending_seconds',
+        help: 'Age of the oldest email waiting in the outbox, in seconds (0 when none waits).',
+        registers,
+        async collect() {
+          const b = await read();
+          if (b) this.set(b.oldestSeconds);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_email_outbox_given_up',
+        help: 'Emails given up and still kept in the outbox with their error (EMAIL_FAILED_RETENTION_HOURS).',
+        registers,
+        async collect() {
+          const b = await read();
+          if (b) this.set(b.failed);
+        },
+      });
+    }
 
     const storeErrors = new Counter({
       name: 'gatehouse_object_store_errors_total',

@@ -22,6 +22,11 @@ export interface TestSmtp {
   messages: CapturedMail[];
   /** When true the server refuses every recipient with a 550. */
   refuse: boolean;
+  /**
+   * Called with each message the moment it has been received and parsed, before the server answers the
+   * client: a test can act on an email at the instant it arrives (follow its link at once).
+   */
+  onMessage: ((mail: CapturedMail) => void) | undefined;
   /** The messages sent to `to` (case-insensitive). */
   to(address: string): CapturedMail[];
   /** The last message sent to `to`; throws when there is none. */
@@ -34,12 +39,17 @@ export interface TestSmtp {
 
 export async function startSmtp(): Promise<TestSmtp> {
   const messages: CapturedMail[] = [];
-  const state = { refuse: false };
+  const state: { refuse: boolean; onMessage: ((mail: CapturedMail) => void) | undefined } = {
+    refuse: false,
+    onMessage: undefined,
+  };
   const make = () =>
     new SMTPServer({
       secure: false,
       authOptional: true,
       disabledCommands: ['STARTTLS'],
+      // No DNS lookup of each client (127.0.0.1): a slow resolver would delay every greeting.
+      disableReverseLookup: true,
       logger: false,
       onRcptTo(_address, _session, cb) {
         if (state.refuse) {
@@ -52,7 +62,7 @@ export async function startSmtp(): Promise<TestSmtp> {
       onData(stream, session, cb) {
         simpleParser(stream)
           .then((mail) => {
-            messages.push({
+            const captured: CapturedMail = {
               to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
               from: typeof session.envelope.mailFrom === 'object' ? session.envelope.mailFrom.address : '',
               subject: mail.subject ?? '',
@@ -60,7 +70,9 @@ export async function startSmtp(): Promise<TestSmtp> {
               html: typeof mail.html === 'string' ? mail.html : '',
               headers: mail.headers as Map<string, unknown>,
               raw: mail,
-            });
+            };
+            messages.push(captured);
+            state.onMessage?.(captured);
             cb();
           })
           .catch(cb);
@@ -81,6 +93,12 @@ export async function startSmtp(): Promise<TestSmtp> {
     },
     set refuse(v: boolean) {
       state.refuse = v;
+    },
+    get onMessage() {
+      return state.onMessage;
+    },
+    set onMessage(fn) {
+      state.onMessage = fn;
     },
     to(address) {
       const a = address.toLowerCase();

@@ -6,7 +6,7 @@ import { simpleParser } from 'mailparser';
 import { buildTestApp, tempDir } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { findLink } from '../helpers/smtp.ts';
-import { buildMailApp, liveTickets, type MailTestApp } from './fixtures.ts';
+import { buildMailApp, deliverQueuedNow, liveTickets, type MailTestApp, queuedEmails } from './fixtures.ts';
 
 const pathOf = (u: URL) => u.pathname + u.search;
 
@@ -66,17 +66,26 @@ for (const kind of dbKinds()) {
       assert.equal(reuse.headers.location, 'http://app.test/oops');
     });
 
-    it('creates no account when the SMTP server refuses the activation email (503), so the address stays free', async () => {
+    it('registers while the SMTP server refuses the activation email; the email goes out once it accepts, and its link works', async () => {
       t.smtp.refuse = true;
       try {
         const res = await register({ email: 'refused@example.com', password: 'pw-123456' });
-        assert.equal(res.statusCode, 503);
-        assert.equal(res.json().code, 'EMAIL_UNAVAILABLE');
+        assert.equal(res.statusCode, 200, res.body);
+        assert.equal((await accountByEmail(t, 'refused@example.com'))?.active, false, 'the account exists');
+        assert.equal(t.smtp.to('refused@example.com').length, 0);
+        const [queued] = await queuedEmails(t);
+        assert.equal(queued?.recipient, 'refused@example.com');
+        assert.equal(queued?.attempts, 1);
+        assert.match(queued?.last_error ?? '', /550/, 'the refusal is recorded');
       } finally {
         t.smtp.refuse = false;
       }
-      assert.equal(await accountByEmail(t, 'refused@example.com'), undefined);
-      assert.equal((await register({ email: 'refused@example.com', password: 'pw-123456' })).statusCode, 200);
+      await deliverQueuedNow(t);
+      assert.equal(t.smtp.to('refused@example.com').length, 1, 'delivered once');
+      const link = findLink(t.smtp.last('refused@example.com').text, '/auth/activate');
+      assert.equal((await t.app.inject({ method: 'GET', url: pathOf(link) })).statusCode, 302);
+      assert.equal((await accountByEmail(t, 'refused@example.com'))?.active, true);
+      assert.deepEqual(await queuedEmails(t), []);
     });
 
     it('resends a fresh link (the old one stops working) and answers the same for unknown addresses', async () => {
@@ -239,6 +248,8 @@ describe('the newcomer path on embedded defaults (no SMTP_HOST: the outbox)', ()
         const credentials = { email: 'newcomer@example.com', password: 'correct horse' };
         const reg = await t.app.inject({ method: 'POST', url: '/auth/register', payload: credentials });
         assert.equal(reg.statusCode, 200);
+        // Delivered after the commit, by the sender of the durable outbox.
+        await t.ctx.tasks.idle();
         const outbox = path.join(t.dataDir, 'outbox');
         const files = readdirSync(outbox).filter((f) => f.endsWith('.eml'));
         assert.equal(files.length, 1);

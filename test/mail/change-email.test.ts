@@ -6,8 +6,10 @@ import {
   accountRow,
   buildMailApp,
   createAccount,
+  deliverQueuedNow,
   liveTickets,
   type MailTestApp,
+  queuedEmails,
   signIn,
 } from './fixtures.ts';
 
@@ -86,31 +88,35 @@ for (const kind of dbKinds()) {
       assert.equal(await liveTickets(t, accountId, 'password-reset'), 1);
     });
 
-    it('answers 503 when the SMTP server is down and changes nothing', async () => {
+    it('answers 204 while the SMTP server is down; the ticket goes out once it is back', async () => {
       await t.smtp.stop();
       try {
         const res = await request('unreachable@example.com');
-        assert.equal(res.statusCode, 503);
-        assert.equal(res.json().code, 'EMAIL_UNAVAILABLE');
-        assert.match(res.json().message, /nothing was changed/);
+        assert.equal(res.statusCode, 204, res.body);
+        assert.equal((await accountRow(t, accountId))?.new_email, 'unreachable@example.com');
+        assert.equal(await liveTickets(t, accountId, 'email-change'), 1);
+        assert.match((await queuedEmails(t))[0]?.last_error ?? '', /ECONNREFUSED/);
       } finally {
         await t.smtp.start();
       }
-      const row = await accountRow(t, accountId);
-      assert.equal(row?.email, 'new@example.com');
-      assert.equal(row?.new_email, null);
-      assert.equal(await liveTickets(t, accountId, 'email-change'), 0);
+      await deliverQueuedNow(t);
+      assert.equal(t.smtp.to('unreachable@example.com').length, 1, 'delivered once');
+      const mail = t.smtp.last('unreachable@example.com');
+      assert.match(mail.text, new RegExp(`ticket=${mail.headers.get('x-ticket')}`), 'the live ticket');
+      t.smtp.clear();
     });
 
-    it('answers 503 when the SMTP server refuses the message and changes nothing', async () => {
+    it('answers 204 while the SMTP server refuses the message; it goes out once the server accepts', async () => {
       t.smtp.refuse = true;
       try {
-        assert.equal((await request('refused@example.com')).statusCode, 503);
+        assert.equal((await request('refused@example.com')).statusCode, 204);
       } finally {
         t.smtp.refuse = false;
       }
-      assert.equal((await accountRow(t, accountId))?.new_email, null);
-      assert.equal(await liveTickets(t, accountId, 'email-change'), 0);
+      assert.equal(t.smtp.to('refused@example.com').length, 0);
+      await deliverQueuedNow(t);
+      assert.equal(t.smtp.to('refused@example.com').length, 1);
+      assert.equal(await liveTickets(t, accountId, 'email-change'), 1);
     });
 
     it('answers 204 but issues no ticket for an address another account uses or has asked for', async () => {

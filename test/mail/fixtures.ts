@@ -9,8 +9,19 @@ export interface MailTestApp extends TestApp {
   smtp: TestSmtp;
 }
 
-export async function buildMailApp(kind: DbKind, overrides: ConfigOverrides = {}): Promise<MailTestApp> {
+/**
+ * The app wired to a fresh test SMTP server. Emails go out through the durable outbox after the request's
+ * commit; so that suites can read them right after a response, each response waits (in an onSend hook)
+ * until the outbox has nothing in progress, deferred steps included. `waitForEmails: false` leaves
+ * responses as the service gives them (the outbox suites, which look at the timing itself).
+ */
+export async function buildMailApp(
+  kind: DbKind,
+  overrides: ConfigOverrides = {},
+  opts: { waitForEmails?: boolean } = {},
+): Promise<MailTestApp> {
   const smtp = await startSmtp();
+  const holder: { ctx?: TestApp['ctx'] } = {};
   const t = await buildTestApp(
     kind,
     {
@@ -23,8 +34,17 @@ export async function buildMailApp(kind: DbKind, overrides: ConfigOverrides = {}
       RATE_LIMIT_ENABLED: false,
       ...overrides,
     },
-    { clock: new TestClock(Date.now()) },
+    {
+      clock: new TestClock(Date.now()),
+      beforeReady: (app) => {
+        if (opts.waitForEmails === false) return;
+        app.addHook('onSend', async () => {
+          await holder.ctx?.tasks.idle();
+        });
+      },
+    },
   );
+  holder.ctx = t.ctx;
   return {
     ...t,
     smtp,
@@ -63,4 +83,34 @@ export async function sessionCount(t: TestApp, accountId: string): Promise<numbe
     [accountId],
   );
   return rows[0]?.n ?? 0;
+}
+
+/**
+ * Makes every email the outbox holds back (a failed attempt waits EMAIL_RETRY_DELAY_MS) due now, and
+ * waits for the sender's pass: what SMTP refused while it was down goes out here, not in a later test.
+ */
+export async function deliverQueuedNow(t: TestApp): Promise<void> {
+  await t.ctx.db.query(
+    'TestOutboxDueNow',
+    'UPDATE auth.email_outbox SET next_attempt_at = now() WHERE sent_at IS NULL AND failed_at IS NULL',
+  );
+  t.ctx.outbox.wake();
+  await t.ctx.tasks.idle();
+}
+
+/** The outbox rows not yet sent nor given up. */
+export async function queuedEmails(
+  t: TestApp,
+): Promise<{ kind: string; recipient: string | null; attempts: number; last_error: string | null }[]> {
+  const { rows } = await t.ctx.db.query<{
+    kind: string;
+    recipient: string | null;
+    attempts: number;
+    last_error: string | null;
+  }>(
+    'TestQueuedEmails',
+    `SELECT kind, recipient, attempts, last_error FROM auth.email_outbox
+      WHERE sent_at IS NULL AND failed_at IS NULL ORDER BY id`,
+  );
+  return rows;
 }

@@ -7,7 +7,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { configFrom } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
-import { createMailer } from '../../src/mail/mailer.ts';
+import { createMailer, DeliveryError } from '../../src/mail/mailer.ts';
 import { renderTemplate, TEMPLATE_NAMES } from '../../src/mail/templates.ts';
 import { tempDir } from '../helpers/app.ts';
 import { findLink, startSmtp, type TestSmtp } from '../helpers/smtp.ts';
@@ -76,13 +76,13 @@ describe('mailer over SMTP', () => {
     assert.match(r.text, /Hello Ada <Lovelace>/);
   });
 
-  it('fails with EMAIL_UNAVAILABLE when the server refuses the recipient', async () => {
+  it('rejects with a DeliveryError when the server refuses the recipient', async () => {
     const mailer = createMailer(config(), { log: silent });
     smtp.refuse = true;
     try {
       await assert.rejects(
         mailer.deliver({ to: 'x@example.com', template: 'lost-password', locals }),
-        (e: unknown) => e instanceof AppError && e.code === 'EMAIL_UNAVAILABLE' && e.statusCode === 503,
+        (e: unknown) => e instanceof DeliveryError && /550/.test(String((e.cause as Error).message)),
       );
     } finally {
       smtp.refuse = false;
@@ -90,13 +90,13 @@ describe('mailer over SMTP', () => {
     }
   });
 
-  it('fails with EMAIL_UNAVAILABLE when the server is down', async () => {
+  it('rejects with a DeliveryError when the server is down', async () => {
     const mailer = createMailer(config(), { log: silent });
     await smtp.stop();
     try {
       await assert.rejects(
         mailer.deliver({ to: 'x@example.com', template: 'lost-password', locals }),
-        (e: unknown) => e instanceof AppError && e.code === 'EMAIL_UNAVAILABLE',
+        (e: unknown) => e instanceof DeliveryError && (e.cause as { code?: string }).code === 'ESOCKET',
       );
     } finally {
       await smtp.start();

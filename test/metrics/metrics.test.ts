@@ -1,7 +1,8 @@
 /**
  * GET /metrics: who may scrape it (METRICS_TOKEN on the main port, or METRICS_PORT), and that the scraped
  * text, parsed, moves with the requests the service answers: per-route counts and latencies, sign-in and
- * refresh outcomes, emails, hashing, database pool, image renders and object-store failures.
+ * refresh outcomes, emails and the email outbox, hashing, database pool, image renders and object-store
+ * failures.
  */
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
@@ -295,6 +296,35 @@ for (const kind of dbKinds()) {
       assert.equal(sampleSum(now, 'gatehouse_password_hash_jobs', { state: 'waiting' }), 0);
       assert.ok(now.some((s) => s.name === 'gatehouse_password_hash_jobs' && s.labels.state === 'running'));
       assert.ok(now.some((s) => s.name === 'gatehouse_password_hash_refused_total'));
+    });
+
+    it('reports the email outbox backlog, and its failed attempts by what follows them', async () => {
+      const before = await scrape(t);
+      // One email that will not render (a retry), one waiting for a later attempt, one given up.
+      await t.ctx.db.query(
+        'TestOutboxRows',
+        `INSERT INTO auth.email_outbox (kind, template, recipient, message, created_at, next_attempt_at, failed_at)
+         VALUES ('email', 'no-such-template', 'broken@example.com', '{"locals":{}}', now(), now(), NULL),
+                ('email', 'lost-password', 'later@example.com', '{"locals":{}}', now() - interval '90 seconds',
+                 now() + interval '1 hour', NULL),
+                ('email', 'lost-password', 'gone@example.com', NULL, now(), now(), now())`,
+      );
+      try {
+        t.ctx.outbox.wake();
+        await t.ctx.tasks.idle();
+        const now = await scrape(t);
+        const retry = { outcome: 'retry', template: 'no-such-template' };
+        assert.equal(
+          sampleSum(now, 'gatehouse_email_outbox_failures_total', retry) -
+            sampleSum(before, 'gatehouse_email_outbox_failures_total', retry),
+          1,
+        );
+        assert.equal(sampleSum(now, 'gatehouse_email_outbox_pending'), 2);
+        assert.ok(sampleSum(now, 'gatehouse_email_outbox_oldest_pending_seconds') >= 90);
+        assert.equal(sampleSum(now, 'gatehouse_email_outbox_given_up'), 1);
+      } finally {
+        await t.ctx.db.query('TestOutboxCleanUp', 'DELETE FROM auth.email_outbox WHERE sent_at IS NULL');
+      }
     });
 
     it(`reports the database pool ${kind === 'postgres' ? 'connections' : '(none for PGlite)'}`, async () => {

@@ -6,10 +6,10 @@
  *
  * An address that another account uses (or has asked for) is answered exactly like a free one, with one
  * email as well: the mailbox of that address is told that it is in use (`email-in-use`), so the caller
- * learns nothing from the status, the time taken or an SMTP failure; nothing of the caller's is moved to it.
+ * learns nothing from the status or the time taken; nothing of the caller's is moved to it.
  *
- * Every step sends its email before committing, so a refused message (503) leaves no pending change, no
- * live ticket and no switched address behind.
+ * Every step queues its email in the outbox in its own transaction: the email goes out after the commit
+ * (the ticket it carries is already valid), and a step that rolls back sends nothing.
  */
 
 import type { Queryable } from '../../db/database.ts';
@@ -147,7 +147,7 @@ export async function requestEmailChange(
     const keepFamily = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setPendingEmail(tx, account.id, input.newEmail);
     // Issuing retires the account's earlier email-change tickets: only the latest request can complete.
-    const { ticket } = await issueTicket(tx, deps.config, now, {
+    const { ticket, expiresAt } = await issueTicket(tx, deps.config, now, {
       accountId: account.id,
       purpose: 'email-change',
       payload: { new_email: input.newEmail, ...(keepFamily ? { keep_family: keepFamily } : {}) },
@@ -167,6 +167,7 @@ export async function requestEmailChange(
         locale: await accountLocale(tx, account.id),
       },
       headers: { 'X-Ticket': ticket },
+      expiresAt,
     });
   });
 }

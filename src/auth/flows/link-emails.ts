@@ -1,8 +1,8 @@
 /**
  * The emails that carry a sign-in or registration link (activation, magic link) and the notice to an
  * address that already has an account. Each is issued inside the caller's transaction and handed to the
- * MailPort with it: when the message is refused (503) the account, attempt or ticket rolls back with it,
- * so nobody is left with an account they cannot activate or a ticket they never received.
+ * MailPort with it: the outbox writes it in that transaction and delivers it after the commit, so the
+ * link's ticket is always committed before the email can arrive, and a rollback sends nothing.
  */
 
 import type { Queryable } from '../../db/database.ts';
@@ -40,7 +40,7 @@ export async function issueActivation(
   const payload: Record<string, unknown> = {};
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
-  const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
+  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
     accountId: input.accountId,
     purpose: 'activation',
     payload,
@@ -60,6 +60,7 @@ export async function issueActivation(
       locale: input.locale ?? (await accountLocale(tx, input.accountId)),
     },
     headers: { 'X-Ticket': ticket },
+    expiresAt,
   });
 }
 
@@ -116,7 +117,7 @@ export async function issueMagicLink(
   const payload: Record<string, unknown> = { action: input.action };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
-  const { ticket: token } = await issueTicket(tx, deps.config, deps.clock.now(), {
+  const { ticket: token, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
     accountId: input.accountId,
     purpose: 'magic-link',
     payload,
@@ -139,5 +140,6 @@ export async function issueMagicLink(
       locale: input.locale ?? (await accountLocale(tx, input.accountId)),
     },
     headers: { 'X-Token': token },
+    expiresAt,
   });
 }

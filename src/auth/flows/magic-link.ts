@@ -5,7 +5,9 @@
  * delivered only by email; the session is opened when the link is followed.
  */
 
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { DeferredInput } from '../../mail/port.ts';
 import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { issueSession, type Session } from '../sessions.ts';
@@ -23,26 +25,35 @@ function requireEmails(deps: AuthDeps): void {
 }
 
 /**
- * POST /auth/login without a password. The answer is always `{magicLink: true}`; the link goes out after
- * the response, and only to an existing, active account, so neither status nor timing tells whether the
+ * POST /auth/login without a password. The answer is always `{magicLink: true}`: the request is recorded
+ * as a deferred step of the email outbox (the same write for every address), and the step, run after the
+ * response, emails only an existing, active account, so neither status nor timing tells whether the
  * address is registered.
  */
-export function requestMagicLogin(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
+export async function requestMagicLogin(
+  deps: AuthDeps,
+  input: { email: string; redirectTo?: string },
+): Promise<void> {
   requireEmails(deps);
-  deps.tasks.later('magic-link-login', async () => {
-    const account = await findAccountByEmail(deps.db, input.email);
-    if (!account?.active || !account.email) return;
-    const email = account.email;
-    await deps.db.transaction(async (tx) => {
-      const profile = await loadProfile(tx, account.id);
-      await issueMagicLink(deps, tx, {
-        accountId: account.id,
-        email,
-        displayName: profile?.user.display_name ?? email,
-        action: 'log-in',
-        redirectTo: input.redirectTo,
-      });
-    });
+  await deps.mailer.sendLater(deps.db, 'magic-link-login', input);
+}
+
+/** The deferred step of a magic-link login: a 'log-in' link for an existing, active account only. */
+export async function magicLoginStep(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: DeferredInput,
+): Promise<void> {
+  const account = await findAccountByEmail(tx, input.email);
+  if (!account?.active || !account.email) return;
+  const email = account.email;
+  const profile = await loadProfile(tx, account.id);
+  await issueMagicLink(deps, tx, {
+    accountId: account.id,
+    email,
+    displayName: profile?.user.display_name ?? email,
+    action: 'log-in',
+    redirectTo: input.redirectTo,
   });
 }
 

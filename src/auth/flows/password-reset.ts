@@ -1,11 +1,14 @@
 /**
- * Lost password (LOST_PASSWORD_ENABLED). The request always answers 204 at once and the email goes out
- * after the response, only to an existing, active account (HBP answered 400 for unknown addresses).
+ * Lost password (LOST_PASSWORD_ENABLED). The request always answers 204 at once: it records a deferred
+ * step in the email outbox, the same write for every address, and the step (run after the response)
+ * emails only an existing, active account (HBP answered 400 for unknown addresses).
  * The reset sets the password, uses up every open ticket of the account and ends every session.
  */
 
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../../mail/links.ts';
+import type { DeferredInput } from '../../mail/port.ts';
 import {
   accountLocale,
   findAccountByEmail,
@@ -18,33 +21,42 @@ import { checkBreached } from '../passwords.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 
-/** POST /auth/change-password/request. */
-export function requestPasswordReset(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
-  deps.tasks.later('password-reset', async () => {
-    const account = await findAccountByEmail(deps.db, input.email);
-    if (!account?.active || !account.email) return;
-    // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
-    const email = account.email;
-    await deps.db.transaction(async (tx) => {
-      const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
-        accountId: account.id,
-        purpose: 'password-reset',
-      });
-      const profile = await loadProfile(tx, account.id);
-      await deps.mailer.send(tx, {
-        to: email,
-        template: 'lost-password',
-        locals: {
-          display_name: profile?.user.display_name ?? email,
-          email,
-          url: deps.config.SERVER_URL,
-          ticket,
-          link: appLink(deps.config, input.redirectTo, { ticket, type: 'password-reset' }),
-          locale: await accountLocale(tx, account.id),
-        },
-        headers: { 'X-Ticket': ticket },
-      });
-    });
+/** POST /auth/change-password/request: resolves once the request is durably recorded. */
+export async function requestPasswordReset(
+  deps: Pick<AuthDeps, 'db' | 'mailer'>,
+  input: { email: string; redirectTo?: string },
+): Promise<void> {
+  await deps.mailer.sendLater(deps.db, 'password-reset', input);
+}
+
+/** The deferred step of a reset request: a ticket and its email, for an existing, active account only. */
+export async function passwordResetStep(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  input: DeferredInput,
+): Promise<void> {
+  const account = await findAccountByEmail(tx, input.email);
+  if (!account?.active || !account.email) return;
+  // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
+  const email = account.email;
+  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId: account.id,
+    purpose: 'password-reset',
+  });
+  const profile = await loadProfile(tx, account.id);
+  await deps.mailer.send(tx, {
+    to: email,
+    template: 'lost-password',
+    locals: {
+      display_name: profile?.user.display_name ?? email,
+      email,
+      url: deps.config.SERVER_URL,
+      ticket,
+      link: appLink(deps.config, input.redirectTo, { ticket, type: 'password-reset' }),
+      locale: await accountLocale(tx, account.id),
+    },
+    headers: { 'X-Ticket': ticket },
+    expiresAt,
   });
 }
 

@@ -18,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { DeferredInput } from '../../mail/port.ts';
 import { assertEmailDomain } from '../accounts.ts';
 import {
   type AccountRow,
@@ -182,8 +183,9 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
 }
 
 /**
- * A registration that waits for the address to be proven. The emails go out inside the transaction:
- * when SMTP refuses (503) nothing is left behind, for a new address as for a taken one.
+ * A registration that waits for the address to be proven. Its emails are queued in the outbox in the same
+ * transaction, for a new address as for a taken one, and delivered after the commit: an SMTP outage delays
+ * them and never fails the request.
  */
 async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Promise<RegisterResult> {
   const sends = deps.mailer.sends;
@@ -404,19 +406,25 @@ async function grantChoices(
 
 /**
  * POST /auth/activate/resend: a new link for an account that is still waiting for activation (an
- * activation link, or a magic register link after a password-less registration). Runs after the
- * response, so the answer is the same, in status and in time, whether or not the address has such an
- * account.
+ * activation link, or a magic register link after a password-less registration). The request is recorded
+ * as a deferred step of the email outbox and the lookup runs after the response, so the answer is the
+ * same, in status and in time, whether or not the address has such an account.
  */
-export function resendActivation(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
-  deps.tasks.later('activation-resend', async () => {
-    const found = await findAccountByEmail(deps.db, input.email);
-    if (!found || found.active || found.is_anonymous || !found.email) return;
-    await deps.db.transaction(async (tx) => {
-      // Read again under lock: an activation or a registration of the same account waits for this one.
-      const account = await lockAccountByEmail(tx, input.email);
-      if (!account || account.active || account.email === null) return;
-      await resendRegistration(deps, tx, { ...account, email: account.email }, input.redirectTo);
-    });
-  });
+export async function resendActivation(
+  deps: Pick<AuthDeps, 'db' | 'mailer'>,
+  input: { email: string; redirectTo?: string },
+): Promise<void> {
+  await deps.mailer.sendLater(deps.db, 'activation-resend', input);
+}
+
+/** The deferred step of a resend: a new link for an account still waiting for activation, else nothing. */
+export async function activationResendStep(
+  deps: AuthDeps,
+  tx: Queryable,
+  input: DeferredInput,
+): Promise<void> {
+  // Under lock: an activation or a registration of the same account waits for this one.
+  const account = await lockAccountByEmail(tx, input.email);
+  if (!account || account.active || account.is_anonymous || account.email === null) return;
+  await resendRegistration(deps, tx, { ...account, email: account.email }, input.redirectTo);
 }

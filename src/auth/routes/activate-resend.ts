@@ -27,7 +27,7 @@ export const activateResendRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> 
     },
     async (request, reply) => {
       const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
-      resendActivation(deps, { email: request.body.email, redirectTo });
+      await resendActivation(deps, { email: request.body.email, redirectTo });
       return reply.code(204).send(null);
     },
   );

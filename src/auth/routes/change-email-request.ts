@@ -1,7 +1,6 @@
 /**
- * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address. 503 and no
- * pending change when the email cannot be sent. A sensitive change: a recent sign-in or the current
- * `password`. A taken address is answered like a free one (see auth/flows/email-change.ts).
+ * POST /auth/change-email/request (VERIFY_EMAILS) — emails a ticket to the new address (through the
+ * outbox, after the commit). A sensitive change: a recent sign-in or the current `password`. A taken address is answered like a free one (see auth/flows/email-change.ts).
  */
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -30,7 +30,7 @@ export const changePasswordRequestRoute: FastifyPluginAsyncTypebox<{ deps: AuthD
     },
     async (request, reply) => {
       const redirectTo = checkRedirect(deps.config, request.body.redirect_to);
-      requestPasswordReset(deps, { email: request.body.email, redirectTo });
+      await requestPasswordReset(deps, { email: request.body.email, redirectTo });
       return reply.code(204).send(null);
     },
   );

@@ -104,7 +104,10 @@ export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
         if (c.MAGIC_LINK_ENABLED) {
           // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
           await consumeEmailQuota(app, c, body.email);
-          requestMagicLogin(deps, { email: body.email, redirectTo: checkRedirect(c, body.redirect_to) });
+          await requestMagicLogin(deps, {
+            email: body.email,
+            redirectTo: checkRedirect(c, body.redirect_to),
+          });
           return { magicLink: true as const };
         }
         throw new AppError('VALIDATION', '"password" is required');

@@ -1,0 +1,159 @@
+/**
+ * The SQL of the email outbox (table auth.email_outbox, migration 0008). Times are the database's
+ * (`now()`), so that instances whose clocks differ agree on leases and due times.
+ */
+import type { Queryable } from '../db/database.ts';
+
+export interface OutboxRow {
+  id: string;
+  /** 'email', or a deferred step (port.ts). */
+  kind: string;
+  template: string | null;
+  recipient: string | null;
+  message: Record<string, unknown> | null;
+  /** Claims so far, this one included. */
+  attempts: number;
+  /** The link expired before this claim. */
+  expired: boolean;
+}
+
+export async function insertOutboxRow(
+  db: Queryable,
+  row: {
+    kind: string;
+    template?: string;
+    recipient?: string;
+    message: Record<string, unknown>;
+    expiresAt?: Date;
+  },
+): Promise<void> {
+  await db.query(
+    'InsertOutboxRow',
+    `INSERT INTO auth.email_outbox (kind, template, recipient, message, expires_at)
+     VALUES ($1, $2, $3, $4::jsonb, $5)`,
+    [
+      row.kind,
+      row.template ?? null,
+      row.recipient ?? null,
+      JSON.stringify(row.message),
+      row.expiresAt ?? null,
+    ],
+  );
+}
+
+/**
+ * Claims up to `limit` due rows for `sender` for `leaseMs`: rows neither sent nor given up, due, and not
+ * held by a live lease. SKIP LOCKED lets senders of several instances claim at the same moment without
+ * waiting on, or taking, each other's rows. Each claim counts as an attempt.
+ */
+export async function claimDueRows(
+  db: Queryable,
+  sender: string,
+  leaseMs: number,
+  limit: number,
+): Promise<OutboxRow[]> {
+  const { rows } = await db.query<OutboxRow & { id: string | number }>(
+    'ClaimOutboxRows',
+    `UPDATE auth.email_outbox o
+        SET claimed_by = $1, claimed_until = now() + $2 * interval '1 millisecond', attempts = o.attempts + 1
+      WHERE o.id IN (
+        SELECT id FROM auth.email_outbox
+         WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+           AND (claimed_until IS NULL OR claimed_until < now())
+         ORDER BY next_attempt_at, id
+         LIMIT $3
+         FOR UPDATE SKIP LOCKED)
+      RETURNING o.id, o.kind, o.template, o.recipient, o.message, o.attempts,
+                (o.expires_at IS NOT NULL AND o.expires_at <= now()) AS expired`,
+    [sender, leaseMs, limit],
+  );
+  return rows.map((r) => ({ ...r, id: String(r.id) }));
+}
+
+/** Records a delivery and erases the message (its link). False when `sender` no longer held the row. */
+export async function markSent(db: Queryable, id: string, sender: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'MarkOutboxRowSent',
+    `UPDATE auth.email_outbox
+        SET sent_at = now(), message = NULL, claimed_by = NULL, claimed_until = NULL, last_error = NULL
+      WHERE id = $1 AND claimed_by = $2 AND sent_at IS NULL`,
+    [id, sender],
+  );
+  return rowCount > 0;
+}
+
+/** Schedules the next attempt after `delayMs`, with what went wrong. */
+export async function markRetry(
+  db: Queryable,
+  id: string,
+  sender: string,
+  delayMs: number,
+  error: string,
+): Promise<void> {
+  await db.query(
+    'MarkOutboxRowRetry',
+    `UPDATE auth.email_outbox
+        SET next_attempt_at = now() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL,
+            last_error = $4
+      WHERE id = $1 AND claimed_by = $2`,
+    [id, sender, delayMs, error],
+  );
+}
+
+/** Gives the row up for good: kept with its error, its message (and link) erased. */
+export async function markFailed(db: Queryable, id: string, sender: string, error: string): Promise<void> {
+  await db.query(
+    'MarkOutboxRowFailed',
+    `UPDATE auth.email_outbox
+        SET failed_at = now(), message = NULL, claimed_by = NULL, claimed_until = NULL, last_error = $3
+      WHERE id = $1 AND claimed_by = $2`,
+    [id, sender, error],
+  );
+}
+
+/** Removes a deferred step that `sender` still holds; false when it no longer does (another took it). */
+export async function takeStep(tx: Queryable, id: string, sender: string): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    'TakeOutboxStep',
+    'DELETE FROM auth.email_outbox WHERE id = $1 AND claimed_by = $2',
+    [id, sender],
+  );
+  return rowCount > 0;
+}
+
+/** Deletes sent rows older than `sentHours` and given-up rows older than `failedHours`. */
+export async function pruneOutbox(db: Queryable, sentHours: number, failedHours: number): Promise<number> {
+  const sent = await db.query(
+    'PruneSentOutboxRows',
+    `DELETE FROM auth.email_outbox WHERE sent_at < now() - $1 * interval '1 hour'`,
+    [sentHours],
+  );
+  const failed = await db.query(
+    'PruneFailedOutboxRows',
+    `DELETE FROM auth.email_outbox WHERE failed_at < now() - $1 * interval '1 hour'`,
+    [failedHours],
+  );
+  return sent.rowCount + failed.rowCount;
+}
+
+export interface OutboxBacklog {
+  /** Rows waiting to be sent (due or not), steps included. */
+  pending: number;
+  /** Seconds the oldest of them has waited; 0 when none. */
+  oldestSeconds: number;
+  /** Rows given up and still kept. */
+  failed: number;
+}
+
+/** The backlog, for metrics. */
+export async function outboxBacklog(db: Queryable): Promise<OutboxBacklog> {
+  const { rows } = await db.query<{ pending: number; oldest: number | null; failed: number }>(
+    'OutboxBacklog',
+    `SELECT count(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL)::int AS pending,
+            extract(epoch FROM now() - min(created_at) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL))::float8 AS oldest,
+            count(*) FILTER (WHERE failed_at IS NOT NULL)::int AS failed
+       FROM auth.email_outbox`,
+  );
+  const r = rows[0];
+  return { pending: r?.pending ?? 0, oldestSeconds: Math.max(0, r?.oldest ?? 0), failed: r?.failed ?? 0 };
+}
