@@ -805,11 +805,15 @@ const SETTINGS = {
     str(
       STORAGE,
       (c) => path.join(String(c.CUSTOM_DIR), 'storage-rules', 'rules.yaml'),
-      "Storage rules (HBP format). Missing file: HBP's default rules.",
+      "Storage rules (HBP format). Missing file: the built-in rules (HBP's, with `/public` written only under `/public/<user id>/` by that user).",
     ),
     '`<CUSTOM_DIR>/storage-rules/rules.yaml`',
   ),
-  STORAGE_MAX_UPLOAD_SIZE: bytes(STORAGE, 1024 ** 3, 'Largest upload accepted (413 beyond).'),
+  STORAGE_MAX_UPLOAD_SIZE: bytes(
+    STORAGE,
+    50 * 1024 ** 2,
+    'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
+  ),
   STORAGE_PUBLIC_MAX_AGE: int(
     STORAGE,
     3600,
