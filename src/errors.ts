@@ -29,6 +29,12 @@ export const ERRORS = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is too large.' },
   RATE_LIMITED: { status: 429, message: 'You are being rate limited.' },
+  RATE_LIMIT_UNAVAILABLE: {
+    status: 503,
+    message: 'The rate-limit store is unavailable; try again shortly.',
+    logLevel: 'debug',
+    retryAfter: 5,
+  },
   HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   INTERNAL: { status: 500, message: 'An internal server error occurred.' },
   SERVICE_UNAVAILABLE: {

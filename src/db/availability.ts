@@ -1,11 +1,11 @@
 /**
  * Watches whether the database answers, to log an outage once when it begins and once when it ends
- * rather than once per failed request (a busy service would write thousands of identical lines while
- * PostgreSQL restarts). The watched Database behaves exactly as the one it wraps; every statement's
- * outcome moves the state: a DatabaseUnavailable error marks the database down, any success marks it up.
- * The pool needs no help to recover: it drops failed connections and opens new ones on demand.
+ * (see outage.ts). The watched Database behaves exactly as the one it wraps; every statement's outcome
+ * moves the state: a DatabaseUnavailable error marks the database down, any success marks it up. The
+ * pool needs no help to recover: it drops failed connections and opens new ones on demand.
  */
 import type { FastifyBaseLogger } from 'fastify';
+import { Outage } from '../outage.ts';
 import { type Database, DatabaseUnavailable, type Queryable } from './database.ts';
 
 export interface WatchedDatabase extends Database {
@@ -22,35 +22,19 @@ function reason(err: DatabaseUnavailable): { code?: string; message: string } {
 }
 
 export function watchAvailability(db: Database, log: FastifyBaseLogger): WatchedDatabase {
-  let since: number | undefined;
-  let failures = 0;
-
-  const failed = (err: unknown) => {
-    if (!(err instanceof DatabaseUnavailable)) return;
-    failures += 1;
-    if (since !== undefined) return;
-    since = Date.now();
-    log.error(
-      { database: db.kind, query: err.queryName, reason: reason(err) },
-      'database unavailable: requests that need it answer 503 DATABASE_UNAVAILABLE until it is back',
-    );
-  };
-  const succeeded = () => {
-    if (since === undefined) return;
-    log.info(
-      { database: db.kind, downForMs: Date.now() - since, failedStatements: failures },
-      'database available again',
-    );
-    since = undefined;
-    failures = 0;
-  };
+  const outage = new Outage(
+    log,
+    'database',
+    'requests that need it answer 503 DATABASE_UNAVAILABLE until it is back',
+  );
   async function observe<T>(what: () => Promise<T>): Promise<T> {
     try {
       const result = await what();
-      succeeded();
+      outage.succeeded({ database: db.kind });
       return result;
     } catch (err) {
-      failed(err);
+      if (err instanceof DatabaseUnavailable)
+        outage.failed({ database: db.kind, query: err.queryName, reason: reason(err) });
       throw err;
     }
   }
@@ -58,7 +42,7 @@ export function watchAvailability(db: Database, log: FastifyBaseLogger): Watched
   const watched: WatchedDatabase = {
     kind: db.kind,
     get unavailable() {
-      return since !== undefined;
+      return outage.down;
     },
     query: (name, sql, params) => observe(() => db.query(name, sql, params)),
     exec: (sql) => observe(() => db.exec(sql)),

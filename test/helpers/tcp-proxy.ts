@@ -3,6 +3,7 @@
  * Gatehouse), that can break the path on demand without touching the shared server behind it:
  *
  * - `dropAll()` cuts every open connection (both sides, as a server restart or a network blip does);
+ * - `stallAll()` stops forwarding on the open connections, which stay open (a hung server);
  * - `refuse()` closes the listening socket, so new connections get ECONNREFUSED, until `accept()`;
  * - `mode = 'reset'` accepts new connections and resets them at once (a server that dies on accept);
  * - `mode = 'blackhole'` accepts new connections and never forwards a byte (a host that vanished:
@@ -32,6 +33,11 @@ export interface TcpProxy {
   url(original: string): string;
   /** Destroys every open connection, on both sides. */
   dropAll(): void;
+  /**
+   * Stops forwarding on every open connection, which stays open (a server that hangs, a partition that
+   * drops packets): only the client's own timeouts can notice. Combine with mode 'blackhole' for new ones.
+   */
+  stallAll(): void;
   /** Stops listening: new connections are refused (ECONNREFUSED) until `accept()`. Open ones stay. */
   refuse(): Promise<void>;
   /** Listens again, on the same port. */
@@ -103,6 +109,17 @@ export async function startTcpProxy(targets: Target | Target[]): Promise<TcpProx
     }
     pairs.clear();
   };
+  const stallAll = () => {
+    for (const { client, upstream } of pairs) {
+      client.unpipe();
+      upstream?.unpipe();
+      // Still read (and drop) what arrives, as a kernel buffer would, so neither side sees back-pressure.
+      client.removeAllListeners('data');
+      upstream?.removeAllListeners('data');
+      client.on('data', () => {});
+      upstream?.on('data', () => {});
+    }
+  };
   const stopListening = async () => {
     // Stops accepting at once; the connections already open are dropAll's business.
     server?.close();
@@ -130,6 +147,7 @@ export async function startTcpProxy(targets: Target | Target[]): Promise<TcpProx
       return u.toString();
     },
     dropAll,
+    stallAll,
     refuse: stopListening,
     async accept() {
       if (!server) await listen(port);
