@@ -14,6 +14,7 @@ import Fastify, {
 } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { TrustProxy } from './config.ts';
+import { consoleRoutes } from './console/plugin.ts';
 import { type AppContext, authDeps } from './context.ts';
 import { AppError } from './errors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
@@ -23,6 +24,7 @@ import { loggerOptions } from './http/logging.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
+import { outboxDir } from './mail/mailer.ts';
 import { metricsPlugin } from './metrics/plugin.ts';
 import { storageRoutes } from './storage/routes/index.ts';
 
@@ -151,6 +153,14 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     const { objects, rules, images } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+  }
+
+  if (config.CONSOLE_ENABLED) {
+    await app.register(consoleRoutes, {
+      config,
+      outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
+      prefix: '/console',
+    });
   }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
