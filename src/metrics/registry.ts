@@ -38,6 +38,8 @@ export class Metrics {
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly latency: Histogram<'method' | 'route' | 'status'>;
   private readonly unsubscribers: (() => void)[] = [];
+  /** Reads what the gauges cannot read synchronously (the outbox backlog), before each scrape. */
+  private beforeCollect: () => Promise<void> = async () => {};
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -94,44 +96,38 @@ export class Metrics {
     );
     const { outbox } = sources;
     if (outbox) {
-      // One query per scrape feeds the three gauges.
-      // When the database cannot answer, the gauges keep their last values (the scrape still succeeds).
-      type Backlog = { pending: number; oldestSeconds: number; failed: number };
-      let reading: Promise<Backlog | undefined> | undefined;
-      const read = () => {
-        reading ??= outbox
-          .backlog()
-          .catch(() => undefined)
-          .finally(() => {
-            reading = undefined;
-          });
-        return reading;
+      // Read by `text()` before the registry collects (one query per scrape, finished before the pool
+      // gauges look at the pool); when the database cannot answer, the gauges keep their last values.
+      const backlog = { pending: 0, oldestSeconds: 0, failed: 0 };
+      this.beforeCollect = async () => {
+        try {
+          Object.assign(backlog, await outbox.backlog());
+        } catch {
+          // The scrape still succeeds.
+        }
       };
       new Gauge({
         name: 'gatehouse_email_outbox_pending',
         help: 'Emails (and deferred steps) in the outbox waiting to be sent, across every instance.',
         registers,
-        async collect() {
-          const b = await read();
-          if (b) this.set(b.pending);
+        collect() {
+          this.set(backlog.pending);
         },
       });
       new Gauge({
         name: 'gatehouse_email_outbox_oldest_pending_seconds',
         help: 'Age of the oldest email waiting in the outbox, in seconds (0 when none waits).',
         registers,
-        async collect() {
-          const b = await read();
-          if (b) this.set(b.oldestSeconds);
+        collect() {
+          this.set(backlog.oldestSeconds);
         },
       });
       new Gauge({
         name: 'gatehouse_email_outbox_given_up',
         help: 'Emails given up and still kept in the outbox with their error (EMAIL_FAILED_RETENTION_HOURS).',
         registers,
-        async collect() {
-          const b = await read();
-          if (b) this.set(b.failed);
+        collect() {
+          this.set(backlog.failed);
         },
       });
     }
@@ -233,7 +229,8 @@ export class Metrics {
   }
 
   /** The exposition text of every metric. */
-  text(): Promise<string> {
+  async text(): Promise<string> {
+    await this.beforeCollect();
     return this.registry.metrics();
   }
 
