@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.ts';
-import { afterCommit, type Database, type Queryable } from '../db/database.ts';
+import { afterCommit, type Database, DatabaseUnavailable, type Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { outboxEvent } from '../metrics/events.ts';
 import type { Mailer } from './mailer.ts';
@@ -136,8 +136,10 @@ export class EmailOutbox implements MailPort {
       } while (this.again && !this.closed);
       await this.maybePrune();
     } catch (err) {
-      // The database is unreachable, most likely: the next poll tries again.
-      this.opts.log.warn({ err }, 'the email outbox could not be read; retrying at the next poll');
+      // The next poll tries again. An outage of the database is logged once by its watcher
+      // (db/availability.ts), not at every poll here.
+      if (!(err instanceof DatabaseUnavailable))
+        this.opts.log.warn({ err }, 'the email outbox could not be read; retrying at the next poll');
     } finally {
       this.running = false;
       if (this.again && !this.closed) this.wake();
