@@ -136,6 +136,9 @@ export async function issueSession(
   const db = opts.db ?? deps.db;
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
+  // Every sign-in (password, MFA, magic link, activation, provider) ends here: a disabled account gets
+  // no session whichever way it came.
+  if (profile.account.disabled) throw new AppError('ACCOUNT_DISABLED');
   const draft = draftSession(deps, accountId, opts.family);
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row);
@@ -148,14 +151,14 @@ function invalidRefresh(outcome: 'invalid' | 'reuse_detected'): AppError {
   return new AppError('INVALID_REFRESH_TOKEN');
 }
 
-/** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive. */
+/** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive or disabled. */
 export async function refreshSession(deps: SessionDeps, presented: string): Promise<Session> {
   const now = deps.clock.now();
   const hash = sha256Hex(presented);
   const row = await findSessionToken(deps.db, hash);
   if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh('invalid');
   const profile = await loadProfile(deps.db, row.account_id);
-  if (!profile?.account.active) throw invalidRefresh('invalid');
+  if (!profile?.account.active || profile.account.disabled) throw invalidRefresh('invalid');
 
   const graceMs = deps.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   // The successor belongs to the same sign-in: same family, same sign-in instant (never "now").
