@@ -45,6 +45,19 @@ export function publicUser(profile: AccountProfile): PublicUser {
   return u;
 }
 
+/** The permission variables an access token of the account carries now (roles and custom fields re-read). */
+export function claimsOf(config: SessionDeps['config'], profile: AccountProfile): PermissionVariables {
+  return permissionVariables(
+    {
+      userId: profile.user.id,
+      defaultRole: profile.account.default_role,
+      roles: profile.roles,
+      customFields: profile.user,
+    },
+    config.JWT_CUSTOM_FIELDS,
+  );
+}
+
 /**
  * An access token for the account as it is now (roles and custom fields re-read), for a session whose
  * sign-in happened at `signedInAt` (null: unknown).
@@ -55,15 +68,7 @@ export async function accessTokenFor(
   now: Date,
   signedInAt: Date | null,
 ) {
-  const vars = permissionVariables(
-    {
-      userId: profile.user.id,
-      defaultRole: profile.account.default_role,
-      roles: profile.roles,
-      customFields: profile.user,
-    },
-    deps.config.JWT_CUSTOM_FIELDS,
-  );
+  const vars = claimsOf(deps.config, profile);
   return { vars, access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt }) };
 }
 

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -60,7 +61,11 @@ export interface CliInstallation {
   env: Record<string, string>;
   gatehouse(...args: string[]): Promise<CliResult>;
   gatehouseWithInput(input: string, ...args: string[]): Promise<CliResult>;
-  withService<T>(fn: (ctx: AppContext, app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>): Promise<T>;
+  /** The service over the installation's database; `log` receives its log lines (default: none). */
+  withService<T>(
+    fn: (ctx: AppContext, app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>,
+    log?: FastifyBaseLogger,
+  ): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -94,11 +99,11 @@ export async function cliInstallation(
     env,
     gatehouse: (...args) => runGatehouse(args, { env, cwd: dataDir }),
     gatehouseWithInput: (input, ...args) => runGatehouse(args, { env, cwd: dataDir, input }),
-    async withService(fn) {
+    async withService(fn, log) {
       const db = await openDb();
       const config = loadConfig({ ...env, CUSTOM_DIR: path.join(dataDir, 'custom') });
-      const ctx = await createContext(config, { log: pino({ level: 'silent' }), db });
-      const app = await buildApp(ctx, { logger: false });
+      const ctx = await createContext(config, { log: log ?? pino({ level: 'silent' }), db });
+      const app = await buildApp(ctx, { logger: log ?? false });
       try {
         await app.ready();
         return await fn(ctx, app);
