@@ -15,12 +15,14 @@ import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { type Config, ConfigError } from './config.ts';
+import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { S3ObjectStore } from './storage/backends/s3.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
@@ -83,11 +85,13 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
   opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
 
-  const db =
+  const db = watchAvailability(
     opts.db ??
-    (config.DATABASE_URL
-      ? openPostgres(config.DATABASE_URL, config.DATABASE_POOL_SIZE)
-      : await openPglite(path.join(config.DATA_DIR, 'db')));
+      (config.DATABASE_URL
+        ? openPostgres(config.DATABASE_URL, config.DATABASE_POOL_SIZE)
+        : await openPglite(path.join(config.DATA_DIR, 'db'))),
+    opts.log,
+  );
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
@@ -135,6 +139,19 @@ async function openStorage(
     if (!(err instanceof StoreUnavailable)) throw err;
     // Start anyway: /health/ready reports the store and storage requests answer 503 until it is back.
     log.error({ err }, 'the object store is unreachable; storage answers 503 until it is back');
+  }
+  if (objects instanceof S3ObjectStore && config.S3_ABORT_UPLOADS_AFTER > 0) {
+    // In the background: a large bucket's listing must not hold the start.
+    void objects.abortStaleUploads(config.S3_ABORT_UPLOADS_AFTER).then(
+      (aborted) => {
+        if (aborted === undefined)
+          log.info(
+            'the object store does not list multipart uploads; abort stale ones with a lifecycle rule',
+          );
+        else if (aborted > 0) log.info({ aborted }, 'aborted multipart uploads left by a stopped instance');
+      },
+      (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
+    );
   }
   return { objects, rules, images: new ImageService(config, log) };
 }
