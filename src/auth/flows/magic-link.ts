@@ -45,7 +45,7 @@ export async function magicLoginStep(
   input: DeferredInput,
 ): Promise<void> {
   const account = await findAccountByEmail(tx, input.email);
-  if (!account?.active || !account.email) return;
+  if (!account?.active || account.disabled || !account.email) return;
   const email = account.email;
   const profile = await loadProfile(tx, account.id);
   await issueMagicLink(deps, tx, {

@@ -36,13 +36,10 @@ export async function passwordResetStep(
   input: DeferredInput,
 ): Promise<void> {
   const account = await findAccountByEmail(tx, input.email);
-  if (!account?.active || !account.email) return;
+  if (!account?.active || account.disabled || !account.email) return;
   // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
   const email = account.email;
-  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
-    accountId: account.id,
-    purpose: 'password-reset',
-  });
+  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, input.redirectTo);
   const profile = await loadProfile(tx, account.id);
   await deps.mailer.send(tx, {
     to: email,
@@ -52,12 +49,29 @@ export async function passwordResetStep(
       email,
       url: deps.config.SERVER_URL,
       ticket,
-      link: appLink(deps.config, input.redirectTo, { ticket, type: 'password-reset' }),
+      link,
       locale: await accountLocale(tx, account.id),
     },
     headers: { 'X-Ticket': ticket },
     expiresAt,
   });
+}
+
+/**
+ * A new reset ticket for an account (earlier ones stop working) and the link that carries it: the
+ * emailed link of the flow above, and the one `gatehouse users reset-link` prints for support.
+ */
+export async function issueResetLink(
+  deps: Pick<AuthDeps, 'config' | 'clock'>,
+  tx: Queryable,
+  accountId: string,
+  redirectTo?: string,
+): Promise<{ ticket: string; link: string; expiresAt: Date }> {
+  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId,
+    purpose: 'password-reset',
+  });
+  return { ticket, expiresAt, link: appLink(deps.config, redirectTo, { ticket, type: 'password-reset' }) };
 }
 
 /** POST /auth/change-password/change. */
