@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { type Config, configFrom } from '../../src/config.ts';
 import { type AppContext, closeContext, createContext } from '../../src/context.ts';
@@ -30,6 +30,10 @@ export interface TestAppOptions {
   beforeReady?: (app: FastifyInstance) => void | Promise<void>;
   /** Sees every route as it is registered. */
   onRoute?: (route: RouteOptions) => void;
+  /** A logger for the context and the app (tests that read the log lines); default: none. */
+  log?: FastifyBaseLogger;
+  /** A database to use instead of a fresh one of `kind` (reached through a proxy, say); closed by `close`. */
+  database?: TestDatabase;
 }
 
 export function tempDir(prefix = 'gatehouse-test-'): string {
@@ -52,13 +56,16 @@ export async function buildTestApp(
     ...overrides,
   });
   const clock = opts.clock ?? new TestClock(Date.now());
-  const database = await createTestDatabase(kind);
-  const silent = (await import('pino')).default({ level: 'silent' });
+  const database = opts.database ?? (await createTestDatabase(kind));
+  const log = opts.log ?? (await import('pino')).default({ level: 'silent' });
   let ctx: AppContext | undefined;
   let app: FastifyInstance | undefined;
   try {
-    ctx = await createContext(config, { log: silent, clock, db: database.db });
-    app = (await buildApp(ctx, { logger: false, onRoute: opts.onRoute })) as unknown as FastifyInstance;
+    ctx = await createContext(config, { log, clock, db: database.db });
+    app = (await buildApp(ctx, {
+      logger: opts.log ?? false,
+      onRoute: opts.onRoute,
+    })) as unknown as FastifyInstance;
     await opts.beforeReady?.(app);
     await app.ready();
   } catch (err) {
