@@ -15,7 +15,7 @@ import sharp from 'sharp';
 import type { TestApp } from '../helpers/app.ts';
 import { type DbKind, dbKinds } from '../helpers/db.ts';
 import { runsHere } from '../helpers/requirements.ts';
-import { buildStorageApp } from '../storage/helpers.ts';
+import { buildStorageApp, hbpRules } from '../storage/helpers.ts';
 import { flat, hostileSvg, photo, SMALL_SVG } from './fixtures.ts';
 
 const IMAGE_TIMEOUT = 2;
@@ -108,7 +108,7 @@ function svgEnabled(db: DbKind) {
       t = await buildStorageApp(
         'fs',
         undefined,
-        { IMAGE_SVG_ENABLED: true, IMAGE_TIMEOUT, RATE_LIMIT_TRANSFORM_MAX: 1000 },
+        { ...hbpRules(), IMAGE_SVG_ENABLED: true, IMAGE_TIMEOUT, RATE_LIMIT_TRANSFORM_MAX: 1000 },
         db,
       );
       base = await t.app.listen({ port: 0, host: '127.0.0.1' });
@@ -226,7 +226,12 @@ function svgOff(db: DbKind) {
       t = await buildStorageApp(
         'fs',
         undefined,
-        { IMAGE_ALLOW_ENLARGEMENT: true, RATE_LIMIT_TRANSFORM_MAX: 3, RATE_LIMIT_TRANSFORM_WINDOW: 60_000 },
+        {
+          ...hbpRules(),
+          IMAGE_ALLOW_ENLARGEMENT: true,
+          RATE_LIMIT_TRANSFORM_MAX: 3,
+          RATE_LIMIT_TRANSFORM_WINDOW: 60_000,
+        },
         db,
       );
       await upload(t, 'public/o/logo.svg', SMALL_SVG, 'image/svg+xml');
@@ -296,7 +301,11 @@ if (runsHere('redis', 'render rate limit shared through Redis')) {
     let a: TestApp;
     let b: TestApp;
     before(async () => {
-      const settings = { REDIS_URL: process.env['REDIS_URL'] as string, RATE_LIMIT_TRANSFORM_MAX: 2 };
+      const settings = {
+        ...hbpRules(),
+        REDIS_URL: process.env['REDIS_URL'] as string,
+        RATE_LIMIT_TRANSFORM_MAX: 2,
+      };
       a = await buildStorageApp('fs', undefined, settings);
       b = await buildStorageApp('fs', undefined, settings);
       const png = await photo(60, 40);
