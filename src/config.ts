@@ -361,7 +361,7 @@ const SETTINGS = {
     APP,
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
     'info',
-    'Log level.',
+    'Log level. At every level, secrets stay out of the log: request URLs are logged with secret query values (tokens, tickets, codes, state, passwords) replaced by `[redacted]`, headers and bodies are never logged, errors without what they carried.',
   ),
   REDIRECT_URL_SUCCESS: str(
     APP,
@@ -813,6 +813,12 @@ const SETTINGS = {
   S3_ACCESS_KEY_ID: str(STORAGE, '', 'S3 access key.', { secret: true }),
   S3_SECRET_ACCESS_KEY: str(STORAGE, '', 'S3 secret key.', { secret: true }),
   S3_REGION: str(STORAGE, 'us-east-1', 'S3 region.'),
+  S3_ABORT_UPLOADS_AFTER: int(
+    STORAGE,
+    86_400_000,
+    "At start, multipart uploads in the bucket begun longer ago than this (milliseconds; 1 day) are aborted: an instance killed mid-upload leaves their parts stored, though no object shows them. Younger ones may be a live instance's. 0: never.",
+    { min: 0 },
+  ),
   STORAGE_RULES_PATH: shownAs(
     str(
       STORAGE,
@@ -930,6 +936,14 @@ const SETTINGS = {
   METRICS_HOST: shownAs(
     str(OPS, (c) => String(c.HOST), 'Interface of the `METRICS_PORT` listener.'),
     '`HOST`',
+  ),
+  CONSOLE_ENABLED: shownAs(
+    bool(
+      OPS,
+      (c) => c.NODE_ENV !== 'production',
+      'The development console at `/console`: a web page to sign up, sign in, enrol MFA, follow emailed links (the development outbox) and browse files. Outside production, emailed links that have no `REDIRECT_URL_*` to go to land there. In production it asks for the admin secret (HTTP Basic, any user name) and needs `HASURA_GRAPHQL_ADMIN_SECRET`.',
+    ),
+    '`true`; `false` in production',
   ),
 
   // --- OAuth and OpenID Connect providers (issue 19) ---
@@ -1211,6 +1225,11 @@ function crossChecks(c: Partial, problems: string[]): void {
     if (c.EMAILS_ENABLED && !c.SMTP_HOST)
       problems.push(
         'SMTP_HOST is required in production when EMAILS_ENABLED is true (or set EMAILS_ENABLED=false)',
+      );
+    // In production the console is shown to the holder of the admin secret only (console/plugin.ts).
+    if (c.CONSOLE_ENABLED && admin === '')
+      problems.push(
+        'CONSOLE_ENABLED=true in production needs HASURA_GRAPHQL_ADMIN_SECRET (the console asks for it)',
       );
     const metricsToken = c.METRICS_TOKEN as string;
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
