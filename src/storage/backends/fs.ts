@@ -19,6 +19,7 @@ import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 
 import path from 'node:path';
 import { PassThrough, type Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { DIR_MODE, FILE_MODE } from '../../data-dir.ts';
 import { StreamMd5 } from './md5.ts';
 import {
   type ByteRange,
@@ -157,8 +158,8 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async init(): Promise<void> {
-    await mkdir(this.objects, { recursive: true });
-    await mkdir(this.tmp, { recursive: true });
+    await mkdir(this.objects, { recursive: true, mode: DIR_MODE });
+    await mkdir(this.tmp, { recursive: true, mode: DIR_MODE });
     const now = Date.now();
     for (const name of await readdir(this.tmp)) {
       const file = path.join(this.tmp, name);
@@ -216,7 +217,7 @@ export class FsObjectStore implements ObjectStore {
     const md5 = new StreamMd5();
     let size = 0;
     let etag: string;
-    const fh = await open(tmpFile, 'wx');
+    const fh = await open(tmpFile, 'wx', FILE_MODE);
     // Early flushes: every EARLY_SYNC bytes, one fdatasync runs while the body keeps arriving, so the disk
     // writes overlap the upload instead of all waiting for the final fsync. They only add flushes: the
     // final fsync still runs, and completes, before the rename. A failed early flush fails the upload
@@ -292,7 +293,7 @@ export class FsObjectStore implements ObjectStore {
   /** Renames into `dir`, recreating it if a concurrent delete pruned it in between. */
   private async moveIn(from: string, dir: string, name: string): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      await mkdir(dir, { recursive: true });
+      await mkdir(dir, { recursive: true, mode: DIR_MODE });
       try {
         await rename(from, path.join(dir, name));
         return;
@@ -305,7 +306,7 @@ export class FsObjectStore implements ObjectStore {
   private async writeSidecar(dir: string, base: string, s: Sidecar): Promise<void> {
     const tmpFile = path.join(this.tmp, `${randomUUID()}.json`);
     try {
-      const fh = await open(tmpFile, 'wx');
+      const fh = await open(tmpFile, 'wx', FILE_MODE);
       try {
         await fh.writeFile(JSON.stringify(s));
         await fh.sync();
