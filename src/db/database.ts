@@ -12,6 +12,7 @@ import { pgcrypto } from '@electric-sql/pglite/contrib/pgcrypto';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
 import pg from 'pg';
 import { DIR_MODE, FILE_MODE } from '../data-dir.ts';
+import { isAlive } from '../process-owner.ts';
 
 export interface QueryResult<T> {
   rows: T[];
@@ -303,17 +304,6 @@ function lockDataDir(dir: string): () => void {
     heldLocks.delete(file);
     rmSync(file, { force: true });
   };
-}
-
-function isAlive(pid: number): boolean {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Runs async functions one at a time, in call order. */
