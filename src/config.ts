@@ -361,7 +361,7 @@ const SETTINGS = {
     APP,
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
     'info',
-    'Log level.',
+    'Log level. At every level, secrets stay out of the log: request URLs are logged with secret query values (tokens, tickets, codes, state, passwords) replaced by `[redacted]`, headers and bodies are never logged, errors without what they carried.',
   ),
   REDIRECT_URL_SUCCESS: str(
     APP,
