@@ -99,6 +99,9 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
     // A response already under way on this connection (keep-alive) must not be interleaved with ours.
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && !inFlight?.headersSent) {
+      // An answer to HEAD has no body (RFC 9110 §9.3.2): a client reading one as the next response breaks.
+      const received = (err as { rawPacket?: unknown }).rawPacket;
+      const isHead = Buffer.isBuffer(received) && received.subarray(0, 5).toString('latin1') === 'HEAD ';
       const body = JSON.stringify(errorBody(status, code, message));
       let head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n`;
       for (const [name, value] of securityHeaders) head += `${name}: ${value}\r\n`;
@@ -107,7 +110,7 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
         'content-type: application/json; charset=utf-8\r\n' +
         `content-length: ${Buffer.byteLength(body)}\r\n` +
         'Connection: close\r\n\r\n';
-      socket.write(head + body);
+      socket.write(isHead ? head : head + body);
     }
     socket.destroy(err);
   };

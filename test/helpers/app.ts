@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { type Config, configFrom } from '../../src/config.ts';
 import { type AppContext, closeContext, createContext } from '../../src/context.ts';
@@ -30,6 +30,8 @@ export interface TestAppOptions {
   beforeReady?: (app: FastifyInstance) => void | Promise<void>;
   /** Sees every route as it is registered. */
   onRoute?: (route: RouteOptions) => void;
+  /** The app's request logger (default: none), for suites that read what the service logged. */
+  logger?: FastifyBaseLogger;
 }
 
 export function tempDir(prefix = 'gatehouse-test-'): string {
@@ -58,7 +60,10 @@ export async function buildTestApp(
   let app: FastifyInstance | undefined;
   try {
     ctx = await createContext(config, { log: silent, clock, db: database.db });
-    app = (await buildApp(ctx, { logger: false, onRoute: opts.onRoute })) as unknown as FastifyInstance;
+    app = (await buildApp(ctx, {
+      logger: opts.logger ?? false,
+      onRoute: opts.onRoute,
+    })) as unknown as FastifyInstance;
     await opts.beforeReady?.(app);
     await app.ready();
   } catch (err) {
