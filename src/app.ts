@@ -121,7 +121,8 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   });
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
-  await app.register(rateLimitPlugin, { config, clock: ctx.clock });
+  const readiness: ReadinessCheck[] = [];
+  await app.register(rateLimitPlugin, { config, clock: ctx.clock, readiness });
   await app.register(metricsPlugin, {
     config,
     sources: {
@@ -131,7 +132,6 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     },
   });
 
-  const readiness: ReadinessCheck[] = [];
   await app.register(healthRoutes, { db: ctx.db, checks: readiness });
 
   if (config.AUTH_ENABLED) {

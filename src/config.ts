@@ -624,6 +624,12 @@ const SETTINGS = {
     true,
     'Every rate limit (turn off only behind a gateway that limits, or for load tests).',
   ),
+  RATE_LIMIT_REDIS_FAILURE: oneOf(
+    LIMITS,
+    ['local', 'open', 'closed'] as const,
+    'local',
+    "What the rate limits do while Redis (`REDIS_URL`) cannot be reached: `local` counts in each instance's memory until Redis is back (limits hold per instance, so N instances allow N times the budget meanwhile); `open` lets requests through unlimited; `closed` answers 503 `RATE_LIMIT_UNAVAILABLE` with `Retry-After` (and `/health/ready` reports Redis). Each outage is logged once when it begins and once when it ends.",
+  ),
   MAX_REQUESTS: int(LIMITS, 1000, 'Requests per client IP per `TIME_FRAME`, all routes but health.', {
     min: 1,
   }),
@@ -799,11 +805,15 @@ const SETTINGS = {
     str(
       STORAGE,
       (c) => path.join(String(c.CUSTOM_DIR), 'storage-rules', 'rules.yaml'),
-      "Storage rules (HBP format). Missing file: HBP's default rules.",
+      "Storage rules (HBP format). Missing file: the built-in rules (HBP's, with `/public` written only under `/public/<user id>/` by that user).",
     ),
     '`<CUSTOM_DIR>/storage-rules/rules.yaml`',
   ),
-  STORAGE_MAX_UPLOAD_SIZE: bytes(STORAGE, 1024 ** 3, 'Largest upload accepted (413 beyond).'),
+  STORAGE_MAX_UPLOAD_SIZE: bytes(
+    STORAGE,
+    50 * 1024 ** 2,
+    'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
+  ),
   STORAGE_PUBLIC_MAX_AGE: int(
     STORAGE,
     3600,

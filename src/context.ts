@@ -15,6 +15,7 @@ import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { type Config, ConfigError } from './config.ts';
+import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
@@ -83,11 +84,13 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
   opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
 
-  const db =
+  const db = watchAvailability(
     opts.db ??
-    (config.DATABASE_URL
-      ? openPostgres(config.DATABASE_URL, config.DATABASE_POOL_SIZE)
-      : await openPglite(path.join(config.DATA_DIR, 'db')));
+      (config.DATABASE_URL
+        ? openPostgres(config.DATABASE_URL, config.DATABASE_POOL_SIZE)
+        : await openPglite(path.join(config.DATA_DIR, 'db'))),
+    opts.log,
+  );
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');

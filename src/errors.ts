@@ -9,8 +9,13 @@ import { type TObject, Type } from '@sinclair/typebox';
 interface ErrorSpec {
   status: number;
   message: string;
-  /** `warn`: a 5xx that is a deliberate refusal, not a fault (see logLevelOf). */
-  logLevel?: 'warn';
+  /**
+   * `warn`: a 5xx that is a deliberate refusal, not a fault; `debug`: a fault logged once per outage by
+   * the part that sees it begin and end, not once per request (see logLevelOf).
+   */
+  logLevel?: 'warn' | 'debug';
+  /** Seconds for the `Retry-After` header of a 503 whose cause is expected to pass. */
+  retryAfter?: number;
 }
 
 export const ERRORS = {
@@ -24,9 +29,25 @@ export const ERRORS = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Unsupported content type.' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is too large.' },
   RATE_LIMITED: { status: 429, message: 'You are being rate limited.' },
+  RATE_LIMIT_UNAVAILABLE: {
+    status: 503,
+    message: 'The rate-limit store is unavailable; try again shortly.',
+    logLevel: 'debug',
+    retryAfter: 5,
+  },
   HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   INTERNAL: { status: 500, message: 'An internal server error occurred.' },
-  SERVICE_UNAVAILABLE: { status: 503, message: 'A service this request needs is unavailable.' },
+  SERVICE_UNAVAILABLE: {
+    status: 503,
+    message: 'A service this request needs is unavailable.',
+    retryAfter: 5,
+  },
+  DATABASE_UNAVAILABLE: {
+    status: 503,
+    message: 'The database is unavailable; try again shortly.',
+    logLevel: 'debug',
+    retryAfter: 5,
+  },
   SHUTTING_DOWN: {
     status: 503,
     message: 'The server is shutting down; retry the request.',
@@ -129,7 +150,7 @@ export const ERRORS = {
   TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
   INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
-  STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.' },
+  STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
   IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },
@@ -146,9 +167,10 @@ export type ErrorCode = keyof typeof ERRORS;
 /**
  * How the error handler logs an AppError: 5xx at `error` (something is wrong with the server), unless
  * its entry says `warn` — a deliberate refusal (load shedding, a feature turned off) that needs no one
- * woken up; below 500, not at all (the client's mistake).
+ * woken up — or `debug` — an outage of a dependency, logged once when it begins and once when it ends
+ * by the part that watches it; below 500, not at all (the client's mistake).
  */
-export function logLevelOf(code: ErrorCode): 'error' | 'warn' | undefined {
+export function logLevelOf(code: ErrorCode): 'error' | 'warn' | 'debug' | undefined {
   const spec: ErrorSpec = ERRORS[code];
   if (spec.status < 500) return undefined;
   return spec.logLevel ?? 'error';
@@ -164,8 +186,14 @@ export class AppError extends Error {
   ) {
     super(message ?? ERRORS[code].message, { cause: opts.cause });
     this.name = 'AppError';
-    this.statusCode = ERRORS[code].status;
+    const spec: ErrorSpec = ERRORS[code];
+    this.statusCode = spec.status;
     this.headers = opts.headers ?? {};
+    if (
+      spec.retryAfter !== undefined &&
+      !Object.keys(this.headers).some((h) => h.toLowerCase() === 'retry-after')
+    )
+      this.headers = { ...this.headers, 'retry-after': String(spec.retryAfter) };
   }
 }
 

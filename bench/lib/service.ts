@@ -3,10 +3,11 @@
  * and reads its memory from /proc (VmRSS now, VmHWM = peak since start).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { HBP_RULES } from '../../src/storage/rules/rules.ts';
 
 export interface Service {
   url: string;
@@ -57,6 +58,10 @@ export async function waitForHealth(url: string, child: ChildProcess, timeoutMs 
 export async function startService(env: Record<string, string>, entry = 'dist/main.js'): Promise<Service> {
   const port = await freePort();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-'));
+  // HBP's rules (anyone writes under /public): the scenarios upload anonymously. The built-in rules
+  // refuse that, and their cost is the same (both are evaluated per request).
+  mkdirSync(path.join(dataDir, 'custom', 'storage-rules'), { recursive: true });
+  writeFileSync(path.join(dataDir, 'custom', 'storage-rules', 'rules.yaml'), HBP_RULES);
   // BENCH_NODE_ARGS adds Node flags to the service, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it
   // under a scenario's load (docs/performance.md).
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
@@ -69,6 +74,8 @@ export async function startService(env: Record<string, string>, entry = 'dist/ma
       CUSTOM_DIR: path.join(dataDir, 'custom'),
       LOG_LEVEL: 'warn',
       RATE_LIMIT_ENABLED: 'false',
+      // Above the 50 MiB default: the large-file scenarios measure throughput, not the limit.
+      STORAGE_MAX_UPLOAD_SIZE: '1GiB',
       ...env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],

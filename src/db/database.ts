@@ -1,7 +1,7 @@
 /**
  * One query interface over PostgreSQL (`pg`) and embedded PGlite. Queries carry a name so that logs and
- * errors say what ran; PostgreSQL errors are translated here (unique violations become `UniqueViolation`)
- * so domain code never inspects SQLSTATEs.
+ * errors say what ran; PostgreSQL errors are translated here (unique violations become `UniqueViolation`,
+ * a database that cannot answer becomes `DatabaseUnavailable`) so domain code never inspects SQLSTATEs.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -75,9 +75,74 @@ export class DatabaseError extends Error {
   }
 }
 
+/**
+ * The database cannot answer for now (refused or lost connection, no free connection in time, a server
+ * shutting down, starting up, read-only or out of resources): the request may succeed later, so the API
+ * answers 503 DATABASE_UNAVAILABLE with Retry-After instead of 500.
+ */
+export class DatabaseUnavailable extends DatabaseError {
+  constructor(queryName: string, sqlState: string | undefined, cause: unknown) {
+    super(queryName, sqlState, cause);
+    this.name = 'DatabaseUnavailable';
+  }
+}
+
+/** Socket errors of a connection that could not be made or was lost. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/**
+ * SQLSTATEs of a server that cannot serve now but may soon: class 08 (connection exception), 53
+ * (insufficient resources: disk full, out of memory, too many connections), 57P01-57P03 (shut down by an
+ * administrator or a crash, cannot connect now: starting or recovering), 25006 (a write reached a
+ * read-only server: a standby, or a primary during a failover).
+ */
+function unavailableState(state: string): boolean {
+  return (
+    state.startsWith('08') ||
+    state.startsWith('53') ||
+    state === '57P01' ||
+    state === '57P02' ||
+    state === '57P03' ||
+    state === '25006'
+  );
+}
+
+/**
+ * Errors `pg` raises without a code when a connection is lost or cannot be had, and PGlite's once it is
+ * closed (a request still running while the service stops).
+ */
+const UNAVAILABLE_MESSAGES = [
+  /^Connection terminated/,
+  /^timeout exceeded when trying to connect$/,
+  /is not queryable$/,
+  /^Cannot use a pool after calling end on the pool$/,
+  /^PGlite is clos(ed|ing)$/,
+];
+
+/** Whether `err` says the database cannot answer for now (rather than that the statement is wrong). */
+export function isUnavailableError(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  if (!e) return false;
+  if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || unavailableState(e.code))) return true;
+  return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.some((m) => m.test(e.message as string));
+}
+
 function translate(name: string, err: unknown): Error {
+  if (err instanceof UniqueViolation || err instanceof DatabaseError) return err;
   const e = err as { code?: string; constraint?: string };
   if (e?.code === '23505') return new UniqueViolation(e.constraint ?? 'unknown', name, err);
+  if (isUnavailableError(err)) return new DatabaseUnavailable(name, e?.code, err);
   return new DatabaseError(name, e?.code, err);
 }
 
@@ -109,12 +174,22 @@ function wrap(raw: RawQuery, exec: (sql: string) => Promise<unknown>): Queryable
 // pg returns timestamptz as Date and int8 as string by default; keep bigint counts as numbers.
 pg.types.setTypeParser(20, (v) => Number(v));
 
-export function openPostgres(url: string, poolSize = 10): Database {
+export interface PostgresOptions {
+  /**
+   * How long a query waits for a connection (a free one from the pool, or a new one being made) before
+   * it fails as DatabaseUnavailable. Default 5 s.
+   */
+  connectTimeoutMs?: number;
+}
+
+export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions = {}): Database {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     // Without a limit, a blackholed database host makes requests (and /health/ready) wait forever.
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    // Lets the kernel notice a peer that vanished without closing the connection (a host gone away).
+    keepAlive: true,
     application_name: 'gatehouse',
   });
   // An idle client that loses its connection must not crash the process.
@@ -128,26 +203,47 @@ export function openPostgres(url: string, poolSize = 10): Database {
     query: q.query,
     exec: q.exec,
     async transaction(fn) {
-      const client = await pool.connect();
+      let client: pg.PoolClient;
       try {
-        await client.query('BEGIN');
-        const result = await fn(
-          wrap(
-            (sql, params) => client.query(sql, params as unknown[]),
-            (sql) => client.query(sql),
-          ),
-        );
-        await client.query('COMMIT');
+        client = await pool.connect();
+      } catch (err) {
+        throw translate('connect', err);
+      }
+      // A checked-out client has no error listener of the pool's: a connection lost between two
+      // statements (while the transaction awaits something else) would be an unhandled 'error' event
+      // and end the process. The next statement fails instead, and the client is discarded below.
+      let lost: unknown;
+      const onError = (err: unknown) => {
+        lost ??= err;
+      };
+      client.on('error', onError);
+      const tx = wrap(
+        (sql, params) => client.query(sql, params as unknown[]),
+        (sql) => client.query(sql),
+      );
+      try {
+        await tx.query('begin', 'BEGIN');
+        const result = await fn(tx);
+        // A COMMIT that fails for a lost connection leaves the outcome unknown to us: the caller gets
+        // DatabaseUnavailable (503), never a success for a write that may not have happened.
+        await tx.query('commit', 'COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
+        if (lost === undefined) {
+          // A client left inside a failed transaction must not go back to the pool.
+          await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+            lost = rollbackErr;
+          });
+        }
         throw err;
       } finally {
-        client.release();
+        client.removeListener('error', onError);
+        // A client whose connection failed is destroyed, not returned to the pool.
+        client.release(lost === undefined ? undefined : (lost as Error));
       }
     },
     async ping() {
-      await pool.query('select 1');
+      await q.query('ping', 'select 1');
     },
     async close() {
       if (!pool.ended) await pool.end();
@@ -293,6 +389,8 @@ function preparedRunner(db: PGlite): RawQuery {
 
   return (sql, params = []) =>
     db.runExclusive(async () => {
+      // PGlite's own query() says so; the protocol calls below would fail on its released module.
+      if (db.closed) throw new Error('PGlite is closed');
       let statement = prepared.get(sql);
       if (!statement && prepared.size >= MAX_PREPARED) {
         const r = await db.query(sql, params as unknown[]);
@@ -356,9 +454,20 @@ export async function openPglite(
     kind: 'pglite',
     query: q.query,
     exec: q.exec,
-    transaction(fn) {
+    async transaction(fn) {
       // PGlite has one connection: inside `fn`, use `tx` only (the outer handle would wait for this transaction).
-      return lock.run(() => db.transaction((tx) => fn(wrap(run, (sql) => tx.exec(sql)))));
+      try {
+        return await lock.run(() => db.transaction((tx) => fn(wrap(run, (sql) => tx.exec(sql)))));
+      } catch (err) {
+        // BEGIN or COMMIT on a closed database; errors of `fn` (and its statements) pass unchanged.
+        if (
+          !(err instanceof DatabaseError) &&
+          /^PGlite is clos(ed|ing)$/.test((err as Error)?.message ?? '')
+        ) {
+          throw new DatabaseUnavailable('transaction', undefined, err);
+        }
+        throw err;
+      }
     },
     async ping() {
       await q.query('ping', 'select 1');

@@ -4,7 +4,10 @@
  * (guesses.ts).
  */
 import { createHash } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { AppError } from '../errors.ts';
+import { Outage } from '../outage.ts';
 
 export interface Count {
   count: number;
@@ -79,15 +82,44 @@ local c = tonumber(redis.call('GET', KEYS[1]))
 if c and c > 0 then redis.call('DECR', KEYS[1]) end
 return 0`;
 
+/** How long a Redis command may take before it counts as failed: a request must never hang on Redis. */
+const REDIS_COMMAND_TIMEOUT_MS = 1_000;
+
 export class RedisStore implements CounterStore {
   private readonly redis: Redis;
   constructor(
     url: string,
     private readonly prefix = 'gatehouse:rl:',
   ) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
+    this.redis = new Redis(url, {
+      // While disconnected a command fails at once (and the failure policy decides) instead of queueing
+      // until Redis returns, which would hold every request for as long; ioredis keeps reconnecting.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      // A connected Redis that stopped answering (a host gone, a network partition).
+      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      connectTimeout: 2_000,
+      enableAutoPipelining: true,
+    });
     // Connection problems surface as failed commands (handled by the caller); don't crash on the event.
     this.redis.on('error', () => {});
+  }
+  /** Resolves once connected, or after `timeoutMs` (a Redis down at start does not hold the start). */
+  async connected(timeoutMs: number): Promise<boolean> {
+    if (this.redis.status === 'ready') return true;
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        this.redis.off('ready', onReady);
+        resolve(ok);
+      };
+      const onReady = () => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.redis.once('ready', onReady);
+    });
+  }
+  async ping(): Promise<void> {
+    await this.redis.ping();
   }
   async increment(key: string, windowMs: number, slide = false): Promise<Count> {
     const [count, ttl] = (await this.redis.eval(
@@ -114,6 +146,77 @@ export class RedisStore implements CounterStore {
   }
   async close(): Promise<void> {
     this.redis.disconnect();
+  }
+}
+
+/**
+ * What the limits do while the shared store (Redis) fails (RATE_LIMIT_REDIS_FAILURE): `local` counts in
+ * this instance's memory until Redis answers again, `open` lets requests through unlimited, `closed`
+ * refuses them with 503 RATE_LIMIT_UNAVAILABLE.
+ */
+export type StoreFailure = 'local' | 'open' | 'closed';
+
+/** A counter operation the store could not perform, under RATE_LIMIT_REDIS_FAILURE=open: not limited. */
+export class CountersUnavailable extends Error {
+  override name = 'CountersUnavailable';
+}
+
+/**
+ * The shared store with its failure policy. Every failure of `shared` (refused, lost, timed out) is
+ * handled by the policy and the outage is logged once when it begins and once when it ends, not per
+ * request. Under `local`, counts made during the outage are forgotten when Redis returns.
+ */
+export class FailoverStore implements CounterStore {
+  private readonly outage: Outage;
+  constructor(
+    private readonly shared: CounterStore,
+    private readonly policy: StoreFailure,
+    private readonly local: CounterStore,
+    log: FastifyBaseLogger,
+  ) {
+    const meanwhile = {
+      local: "rate limits count in each instance's memory until it is back (RATE_LIMIT_REDIS_FAILURE=local)",
+      open: 'requests are not rate limited until it is back (RATE_LIMIT_REDIS_FAILURE=open)',
+      closed:
+        'requests that are rate limited answer 503 RATE_LIMIT_UNAVAILABLE until it is back (RATE_LIMIT_REDIS_FAILURE=closed)',
+    }[policy];
+    this.outage = new Outage(
+      log,
+      'rate-limit store (Redis)',
+      meanwhile,
+      policy === 'closed' ? 'error' : 'warn',
+    );
+  }
+
+  private async run<T>(op: (store: CounterStore) => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await op(this.shared);
+    } catch (err) {
+      const e = err as { code?: unknown; message?: unknown };
+      this.outage.failed({ reason: { code: e?.code, message: e?.message } });
+      if (this.policy === 'local') return op(this.local);
+      if (this.policy === 'closed') throw new AppError('RATE_LIMIT_UNAVAILABLE', undefined, { cause: err });
+      throw new CountersUnavailable('rate-limit store unavailable', { cause: err });
+    }
+    this.outage.succeeded();
+    return result;
+  }
+
+  increment(key: string, windowMs: number, slide?: boolean): Promise<Count> {
+    return this.run((s) => s.increment(key, windowMs, slide));
+  }
+  peek(key: string): Promise<Count | undefined> {
+    return this.run((s) => s.peek(key));
+  }
+  release(key: string): Promise<void> {
+    return this.run((s) => s.release(key));
+  }
+  reset(key: string): Promise<void> {
+    return this.run((s) => s.reset(key));
+  }
+  async close(): Promise<void> {
+    await Promise.all([this.shared.close(), this.local.close()]);
   }
 }
 

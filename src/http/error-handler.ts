@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DatabaseUnavailable } from '../db/database.ts';
 import { AppError, ERRORS, type ErrorCode, errorBody, logLevelOf } from '../errors.ts';
 import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
@@ -116,6 +117,16 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
   };
 }
 
+/** Whether `err`, or an error it wraps (its `cause`, a few levels deep), is a `type`. */
+function causedBy(err: unknown, type: abstract new (...args: never[]) => Error): boolean {
+  let e: unknown = err;
+  for (let depth = 0; e && depth < 5; depth++) {
+    if (e instanceof type) return true;
+    e = (e as Error).cause;
+  }
+  return false;
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
@@ -142,6 +153,12 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
       // A 4xx raised by a plugin: its message is meant for the client.
       return send(reply, fe.statusCode, fe.code ?? 'BAD_REQUEST', fe.message || ERRORS.BAD_REQUEST.message);
+    }
+    if (causedBy(err, DatabaseUnavailable)) {
+      // Logged once per outage by the database's watcher (db/availability.ts), not once per request.
+      const unavailable = new AppError('DATABASE_UNAVAILABLE', undefined, { cause: err });
+      request.log.debug({ err }, unavailable.message);
+      return send(reply, unavailable.statusCode, unavailable.code, unavailable.message, unavailable.headers);
     }
     request.log.error({ err }, 'unhandled error');
     return send(reply, 500, 'INTERNAL', ERRORS.INTERNAL.message);

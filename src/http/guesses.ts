@@ -135,7 +135,9 @@ export function makeGuessLimiter(
       const settle = async (what: () => Promise<unknown>) => {
         if (settled) return;
         settled = true;
-        await safely(what);
+        // A refund the store cannot take (Redis down, whatever the policy) must not fail the request
+        // whose credential check is already done: the count stays, as for an unexpected error.
+        await safely(what).catch(() => {});
       };
       return {
         succeeded: () =>

@@ -77,8 +77,26 @@ export function isInline(contentType: string): boolean {
   return INLINE.test(contentType.split(';')[0]?.trim().toLowerCase() ?? '');
 }
 
-/** RFC 6266 `Content-Disposition` with an ASCII fallback and the exact UTF-8 name. */
-export function contentDisposition(kind: 'inline' | 'attachment', filename: string): string {
+/**
+ * Characters a name offered to a person must not carry: C0 and C1 controls and DEL, line and paragraph
+ * separators, and the bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E/F,
+ * U+202A–U+202E, U+2066–U+2069) with which `invoice\u202Efdp.exe` shows as `invoiceexe.pdf`.
+ */
+const UNSAFE_IN_NAMES =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** `name` without the characters that could disguise it (a download's name, a zip entry's path). */
+export function displaySafeName(name: string): string {
+  return name.replace(UNSAFE_IN_NAMES, '');
+}
+
+/**
+ * RFC 6266 `Content-Disposition` with an ASCII fallback and the exact UTF-8 name, less the characters
+ * that could disguise it (displaySafeName); a name left empty becomes `download`.
+ */
+export function contentDisposition(kind: 'inline' | 'attachment', name: string): string {
+  const filename = displaySafeName(name) || 'download';
   const fallback = filename.replace(/[^\x20-\x7e]|["\\%]/g, '_');
   const exact = encodeURIComponent(filename).replace(
     /['()*]/g,

@@ -10,7 +10,7 @@ import { bearer, HS, HS_KEY, login, signUp } from '../auth/helpers.ts';
 import { accessToken } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { multipartBody } from '../helpers/multipart.ts';
-import { userIdFor } from '../storage/helpers.ts';
+import { hbpRules, userIdFor } from '../storage/helpers.ts';
 
 describe('answers that name the problem and the fix', () => {
   let t: TestApp;
@@ -136,7 +136,8 @@ describe('storage answers that say why', () => {
   let admin: TestApp;
   const alice = userIdFor('alice');
   before(async () => {
-    t = await buildTestApp('pglite', { ...HS, RATE_LIMIT_ENABLED: false });
+    // HBP's rules: the empty uploads below go anonymously to /public.
+    t = await buildTestApp('pglite', { ...HS, RATE_LIMIT_ENABLED: false, ...hbpRules() });
     admin = await buildTestApp('pglite', {
       ...HS,
       RATE_LIMIT_ENABLED: false,
@@ -199,7 +200,10 @@ describe('storage answers that say why', () => {
         payload: { action: 'revoke-token' },
         headers: secret ? { 'x-admin-secret': secret } : {},
       });
-    await upload(admin, 'public/r.txt', 'r', { 'content-type': 'text/plain' });
+    await upload(admin, 'public/r.txt', 'r', {
+      'content-type': 'text/plain',
+      'x-admin-secret': 'an-admin-secret-of-32-characters!',
+    });
     assert.match((await withSecret()).json().message, /needs the admin secret in the x-admin-secret header/);
     assert.match((await withSecret('wrong')).json().message, /the x-admin-secret header sent is not it/);
     assert.equal((await withSecret('an-admin-secret-of-32-characters!')).statusCode, 200);

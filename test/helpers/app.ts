@@ -30,8 +30,10 @@ export interface TestAppOptions {
   beforeReady?: (app: FastifyInstance) => void | Promise<void>;
   /** Sees every route as it is registered. */
   onRoute?: (route: RouteOptions) => void;
-  /** The app's request logger (default: none), for suites that read what the service logged. */
-  logger?: FastifyBaseLogger;
+  /** A logger for the context and the app (tests that read the log lines); default: none. */
+  log?: FastifyBaseLogger;
+  /** A database to use instead of a fresh one of `kind` (reached through a proxy, say); closed by `close`. */
+  database?: TestDatabase;
 }
 
 export function tempDir(prefix = 'gatehouse-test-'): string {
@@ -54,14 +56,14 @@ export async function buildTestApp(
     ...overrides,
   });
   const clock = opts.clock ?? new TestClock(Date.now());
-  const database = await createTestDatabase(kind);
-  const silent = (await import('pino')).default({ level: 'silent' });
+  const database = opts.database ?? (await createTestDatabase(kind));
+  const log = opts.log ?? (await import('pino')).default({ level: 'silent' });
   let ctx: AppContext | undefined;
   let app: FastifyInstance | undefined;
   try {
-    ctx = await createContext(config, { log: silent, clock, db: database.db });
+    ctx = await createContext(config, { log, clock, db: database.db });
     app = (await buildApp(ctx, {
-      logger: opts.logger ?? false,
+      logger: opts.log ?? false,
       onRoute: opts.onRoute,
     })) as unknown as FastifyInstance;
     await opts.beforeReady?.(app);

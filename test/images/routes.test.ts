@@ -6,7 +6,7 @@ import sharp from 'sharp';
 import { accessToken } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { type DbKind, dbKinds } from '../helpers/db.ts';
-import { type BackendKind, buildStorageApp, type S3Peer, startS3rver } from '../storage/helpers.ts';
+import { type BackendKind, buildStorageApp, hbpRules, type S3Peer, startS3rver } from '../storage/helpers.ts';
 import { exifRotatedJpeg, flat, photo, pixelAt, pixels, pngBomb, variance } from './fixtures.ts';
 
 interface Fixtures {
@@ -51,7 +51,7 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
 
     before(async () => {
       if (backend === 's3') peer = await startS3rver();
-      t = await buildStorageApp(backend, peer, {}, db);
+      t = await buildStorageApp(backend, peer, hbpRules(), db);
       fx = { photo: await photo(300, 200), rotated: await exifRotatedJpeg(), bomb: pngBomb() };
       await upload('public/img/photo.png', fx.photo, 'image/png');
       await upload('public/img/rotated.jpg', fx.rotated, 'image/jpeg');

@@ -10,6 +10,7 @@ import sharp from 'sharp';
 import { bearer, login, newEmail, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
+import { hbpRules } from '../storage/helpers.ts';
 
 const TOKEN = 'metrics-token-of-at-least-thirty-two-characters';
 
@@ -184,6 +185,8 @@ for (const kind of dbKinds()) {
         LOST_PASSWORD_ENABLED: true,
         RATE_LIMIT_LOGIN_MAX: 6,
         REFRESH_TOKEN_REUSE_INTERVAL: 10,
+        // The image test uploads anonymously to /public.
+        ...hbpRules(),
       });
     });
     after(() => t.close());

@@ -52,7 +52,7 @@ for (const kind of dbKinds()) {
 
       before(async () => {
         peers = await startPeers();
-        t = await buildTestApp(kind, SETUPS[setup](peers), { logger });
+        t = await buildTestApp(kind, SETUPS[setup](peers), { log: logger });
         await t.app.listen({ host: '127.0.0.1', port: 0 });
         base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
         const world = new HttpWorld(base);

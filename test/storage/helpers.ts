@@ -3,11 +3,13 @@
  * built on either backend.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import S3rver from 's3rver';
 import { FsObjectStore } from '../../src/storage/backends/fs.ts';
 import type { ObjectStore } from '../../src/storage/backends/object-store.ts';
 import { S3ObjectStore, type S3Settings } from '../../src/storage/backends/s3.ts';
+import { HBP_RULES } from '../../src/storage/rules/rules.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
 import type { DbKind } from '../helpers/db.ts';
 
@@ -125,4 +127,19 @@ export function buildStorageApp(
 export function userIdFor(name: string): string {
   const h = createHash('sha256').update(name).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+let hbpRulesFile: string | undefined;
+/**
+ * Settings that load HBP's shipped rules (anyone may write under `/public`), for suites about something
+ * other than access control that upload anonymously. The built-in defaults refuse that.
+ */
+export function hbpRules(): { STORAGE_RULES_PATH: string } {
+  if (!hbpRulesFile) {
+    const dir = tempDir('gatehouse-hbp-rules-');
+    hbpRulesFile = path.join(dir, 'rules.yaml');
+    writeFileSync(hbpRulesFile, HBP_RULES);
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return { STORAGE_RULES_PATH: hbpRulesFile };
 }

@@ -145,6 +145,8 @@ for (const backend of backendKinds as BackendKind[]) {
       ({ child, address } = await startServer({
         DATA_DIR: dataDir,
         HASURA_GRAPHQL_ADMIN_SECRET: ADMIN,
+        // Above the 50 MiB default.
+        STORAGE_MAX_UPLOAD_SIZE: String(SIZE),
         ...s3,
       }));
     });

@@ -1,5 +1,5 @@
 /**
- * The /storage routes on both backends (local folder and s3rver), with HBP's default rules unless a test
+ * The /storage routes on both backends (local folder and s3rver), with the built-in rules unless a test
  * says otherwise.
  */
 import assert from 'node:assert/strict';
@@ -396,7 +396,7 @@ for (const backend of backendKinds as BackendKind[]) {
       });
 
       it('marks files anyone may read as publicly cacheable', async () => {
-        await upload('/storage/o/public/open.txt', 'open', {});
+        await upload('/storage/o/public/open.txt', 'open', { 'x-admin-secret': ADMIN });
         const res = await t.app.inject({ url: '/storage/o/public/open.txt' });
         assert.equal(res.statusCode, 200);
         assert.equal(res.headers['cache-control'], 'public, max-age=3600');
@@ -414,7 +414,7 @@ for (const backend of backendKinds as BackendKind[]) {
           ['app.js', 'text/javascript', 'alert(1)'],
         ];
         for (const [name, type, data] of files) {
-          await upload(`/storage/o/public/${name}`, data, {}, type);
+          await upload(`/storage/o/public/${name}`, data, { 'x-admin-secret': ADMIN }, type);
           const res = await t.app.inject({ url: `/storage/o/public/${name}` });
           assert.equal(res.statusCode, 200, name);
           assert.equal(res.headers['content-type'], type, name);
@@ -686,7 +686,7 @@ for (const backend of backendKinds as BackendKind[]) {
 
     describe('keys', () => {
       it('decodes percent-escapes once and keeps case', async () => {
-        const res = await upload('/storage/o/public/My%20File%C3%A9.TXT', 'x', {});
+        const res = await upload('/storage/o/public/My%20File%C3%A9.TXT', 'x', { 'x-admin-secret': ADMIN });
         assert.equal(res.json().key, 'public/My Fileé.TXT');
         assert.equal((await t.app.inject({ url: '/storage/o/public/My%20Fileé.TXT' })).statusCode, 200);
         assert.equal((await t.app.inject({ url: '/storage/o/public/my%20fileé.txt' })).statusCode, 404);

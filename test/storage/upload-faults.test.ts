@@ -202,6 +202,7 @@ describe('object store outage [s3]', () => {
       assert.equal(res.statusCode, 503);
       assert.equal(res.json().code, 'STORAGE_UNAVAILABLE');
       assert.equal(res.json().message, 'The object store is unavailable.');
+      assert.equal(res.headers['retry-after'], '5', 'a dependency outage says when to come back');
       const ready = await t.app.inject({ url: '/health/ready' });
       assert.equal(ready.statusCode, 503);
       assert.match(ready.json().message, /storage/);

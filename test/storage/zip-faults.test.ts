@@ -3,8 +3,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { hbpRules } from './helpers.ts';
 
-/** POSTs raw bytes to a storage path (the default rules make /public writable by anyone). */
+/** POSTs raw bytes to a storage path (HBP's rules make /public writable by anyone). */
 async function put(t: TestApp, key: string, bytes: Buffer) {
   const res = await t.app.inject({
     method: 'POST',
@@ -19,7 +20,7 @@ describe('storage faults over a real socket [fs]', () => {
   let t: TestApp;
   let base: string;
   before(async () => {
-    t = await buildTestApp('pglite', { RATE_LIMIT_ENABLED: false });
+    t = await buildTestApp('pglite', { RATE_LIMIT_ENABLED: false, ...hbpRules() });
     await t.app.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   });

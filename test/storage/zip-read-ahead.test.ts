@@ -13,7 +13,14 @@ import yazl from 'yazl';
 import type { ObjectStore } from '../../src/storage/backends/object-store.ts';
 import { writtenEntries } from '../../src/storage/routes/send-zip.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { type BackendKind, backendKinds, buildStorageApp, type S3Peer, startS3rver } from './helpers.ts';
+import {
+  type BackendKind,
+  backendKinds,
+  buildStorageApp,
+  hbpRules,
+  type S3Peer,
+  startS3rver,
+} from './helpers.ts';
 
 let peer: S3Peer;
 before(async () => {
@@ -74,7 +81,7 @@ for (const backend of backendKinds as BackendKind[]) {
   describe(`zip read-ahead [${backend}]`, () => {
     let t: TestApp;
     before(async () => {
-      t = await buildStorageApp(backend, peer);
+      t = await buildStorageApp(backend, peer, hbpRules());
     });
     after(() => t.close());
 
@@ -111,7 +118,7 @@ for (const backend of backendKinds as BackendKind[]) {
 describe('zip read-ahead pacing [fs]', () => {
   let t: TestApp;
   before(async () => {
-    t = await buildStorageApp('fs', peer);
+    t = await buildStorageApp('fs', peer, hbpRules());
   });
   after(() => t.close());
 

@@ -11,7 +11,7 @@ import { pipeline, type Readable, Transform } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import yazl from 'yazl';
 import type { ObjectInfo } from '../backends/object-store.ts';
-import { contentDisposition } from '../http-file.ts';
+import { contentDisposition, displaySafeName } from '../http-file.ts';
 import type { ParsedKey } from '../keys.ts';
 import { openFile, readFileBytes, type StorageDeps } from '../service.ts';
 
@@ -44,6 +44,21 @@ export function writtenEntries(zip: yazl.ZipFile, from: number): number {
     n++;
   }
   return n;
+}
+
+/**
+ * The entry's path for `key`: its full key, each segment without the characters that could disguise a
+ * name (an unzipped `report\u202Eexe.pdf` would show as `reportfdp.exe`); a segment that is left empty,
+ * `.` or `..` becomes `_`, so that no entry escapes the folder it is unzipped into.
+ */
+export function entryName(key: string): string {
+  return key
+    .split('/')
+    .map((segment) => {
+      const safe = displaySafeName(segment);
+      return safe === '' || safe === '.' || safe === '..' ? '_' : safe;
+    })
+    .join('/');
 }
 
 export async function sendZip(
@@ -126,9 +141,9 @@ export async function sendZip(
         const { info, bytes } = entry;
         const options = { mtime: info.lastModified, compress: !STORED.test(info.contentType) };
         if (bytes) {
-          zip.addBuffer(await bytes, info.key, options);
+          zip.addBuffer(await bytes, entryName(info.key), options);
         } else {
-          zip.addReadStreamLazy(info.key, { ...options, size: info.size }, (cb) => {
+          zip.addReadStreamLazy(entryName(info.key), { ...options, size: info.size }, (cb) => {
             openFile(deps, info).then(
               (s) => {
                 current = s;

@@ -18,7 +18,7 @@ import {
   type Value,
 } from './expression.ts';
 import { compilePattern } from './matcher.ts';
-import { loadRules, parseRules, type RuleInput, RulesFileError } from './rules.ts';
+import { HBP_RULES, loadRules, parseRules, type RuleInput, RulesFileError } from './rules.ts';
 
 const tempDir = () => mkdtempSync(path.join(tmpdir(), 'gatehouse-rules-'));
 
@@ -34,7 +34,7 @@ function input(p: string, over: Partial<RuleInput> = {}): RuleInput {
   return { path: p, method: 'GET', query: {}, auth: undefined, resource: undefined, ...over };
 }
 
-describe('default rules (HBP shipped rules.yaml)', () => {
+describe('built-in default rules (HBP shipped rules.yaml with an owned /public)', () => {
   const rules = parseRules(
     // loadRules falls back to the defaults when the file is missing.
     '',
@@ -91,11 +91,27 @@ describe('default rules (HBP shipped rules.yaml)', () => {
     assert.equal(defaults.decide('delete', ok).allowed, false);
   });
 
-  it('opens /public* to everyone for reading and writing', () => {
+  it('lets anyone read and list /public but write and delete only under /public/<own user id>/', () => {
     assert.equal(defaults.decide('get', input('/public/a/b.png', { resource: meta('t') })).allowed, true);
-    assert.equal(defaults.decide('create', input('/public/a.png')).allowed, true);
+    assert.equal(defaults.decide('get', input('/public/a.png', { resource: meta('t') })).allowed, true);
     assert.equal(defaults.decide('list', input('/public/')).allowed, true);
-    assert.equal(defaults.decide('delete', input('/public/a.png', { resource: meta('t') })).allowed, true);
+    assert.equal(defaults.decide('list', input('/public/alice/')).allowed, true);
+    for (const op of ['create', 'update', 'delete'] as const) {
+      const at = (p: string, auth?: typeof alice) =>
+        defaults.decide(op, input(p, { auth, resource: meta('t') }));
+      assert.equal(at('/public/a.png').allowed, false, `anonymous ${op} at the top of /public`);
+      assert.equal(at('/public/alice/a.png').allowed, false, `anonymous ${op} in a user's folder`);
+      assert.equal(at('/public/a.png', alice).allowed, false, `${op} at the top of /public`);
+      assert.equal(at('/public/bob/a.png', alice).allowed, false, `${op} in another user's folder`);
+      assert.equal(at('/public/alice/a.png', alice).allowed, true, `${op} in one's own folder`);
+      assert.equal(at('/public/alice/deep/a.png', alice).allowed, true, `${op} deeper in one's own folder`);
+    }
+  });
+
+  it("keeps HBP's shipped rules (open /public) available as HBP_RULES for a rules file", () => {
+    const hbp = parseRules(HBP_RULES, 'hbp');
+    assert.equal(hbp.decide('create', input('/public/a.png')).allowed, true);
+    assert.equal(hbp.decide('delete', input('/public/a.png', { resource: meta('t') })).allowed, true);
   });
 
   it('matches case-sensitively and refuses paths no entry answers', () => {

@@ -19,8 +19,11 @@ import {
 } from './expression.ts';
 import { compilePattern, type PathPattern } from './matcher.ts';
 
-/** HBP's shipped `custom/storage-rules/rules.yaml`, used when no rules file exists. */
-export const DEFAULT_RULES = `functions:
+/**
+ * HBP's shipped `custom/storage-rules/rules.yaml`. Not the default: under it anyone may overwrite or
+ * delete anything under `/public`. A deployment that wants it back writes it to STORAGE_RULES_PATH.
+ */
+export const HBP_RULES = `functions:
   isAuthenticated: 'return !!request.auth'
   isOwner: "return !!request.auth && userId === request.auth['user-id']"
   validToken: 'return request.query.token === resource.Metadata.token'
@@ -33,6 +36,28 @@ paths:
   /public*:
     read: 'true'
     write: 'true'
+`;
+
+/**
+ * The rules used when no rules file exists: HBP's, except that `/public` is written only by its owners.
+ * Anyone reads and lists everything under `/public`; a signed-in user writes and deletes under
+ * `/public/<their user id>/` and nowhere else there (and the admin secret, as everywhere).
+ */
+export const DEFAULT_RULES = `functions:
+  isAuthenticated: 'return !!request.auth'
+  isOwner: "return !!request.auth && userId === request.auth['user-id']"
+  validToken: 'return request.query.token === resource.Metadata.token'
+paths:
+  /user/:userId/:
+    list: 'isOwner(userId)'
+  /user/:userId/:fileId:
+    read: 'isOwner(userId) || validToken()'
+    write: 'isOwner(userId)'
+  /public/:userId/*:
+    read: 'true'
+    write: 'isOwner(userId)'
+  /public*:
+    read: 'true'
 `;
 
 export type RuleKey = 'create' | 'update' | 'write' | 'get' | 'list' | 'read' | 'delete';
@@ -176,7 +201,7 @@ export class StorageRules {
   }
 }
 
-/** Loads `file`, or HBP's default rules when it does not exist. Throws RulesFileError. */
+/** Loads `file`, or the built-in DEFAULT_RULES when it does not exist. Throws RulesFileError. */
 export function loadRules(file: string): StorageRules {
   if (!existsSync(file)) return parseRules(DEFAULT_RULES, 'built-in default rules');
   return parseRules(readFileSync(file, 'utf8'), file);
