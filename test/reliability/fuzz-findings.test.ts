@@ -4,12 +4,16 @@
  *   begun reading the body) raised an error on a stream nobody read yet: an uncaught exception, which
  *   ended the service process;
  * - headers too large on a HEAD request were answered with a body, which a client reads as the start of
- *   the next response.
+ *   the next response;
+ * - a sign-in or refresh racing the deletion of its account stored its session token after the account
+ *   was gone: the foreign key refused it and the answer was a 500 (on both databases).
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { tempDir } from '../helpers/app.ts';
+import { signUp } from '../auth/helpers.ts';
+import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
+import { dbKinds } from '../helpers/db.ts';
 import { killIfRunning, runNode, type ServiceProcess } from '../helpers/process.ts';
 
 /** Writes `text` on a new connection and gives what came back once the connection ends (or `waitMs`). */
@@ -89,3 +93,39 @@ describe('the service process, after what the fuzzer found', () => {
     assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).code, 'HEADERS_TOO_LARGE');
   });
 });
+
+for (const kind of dbKinds()) {
+  describe(`a sign-in and a refresh racing the deletion of their account [${kind}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp(kind, { ALLOW_USER_SELF_DELETE: true, RATE_LIMIT_ENABLED: false });
+    });
+    after(() => t.close());
+
+    it('answer 401 whichever commits first, never a 5xx', async () => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 12; i++) {
+        const s = await signUp(t);
+        const [login, refresh, deleted] = await Promise.all([
+          t.app.inject({
+            method: 'POST',
+            url: '/auth/login',
+            payload: { email: s.email, password: s.password, cookie: false },
+          }),
+          t.app.inject({ method: 'GET', url: `/auth/token/refresh?refresh_token=${s.refreshToken}` }),
+          t.app.inject({
+            method: 'POST',
+            url: '/auth/delete',
+            headers: { authorization: `Bearer ${s.jwt}` },
+          }),
+        ]);
+        assert.equal(deleted.statusCode, 204, deleted.body);
+        for (const r of [login, refresh]) {
+          assert.ok([200, 401].includes(r.statusCode), `${r.statusCode} ${r.body}`);
+          seen.add(`${r.statusCode} ${r.statusCode === 401 ? r.json().code : ''}`);
+        }
+      }
+      assert.ok(seen.size > 0);
+    });
+  });
+}
