@@ -14,30 +14,30 @@ import Fastify, {
 } from 'fastify';
 import { authRoutes } from './auth/routes/index.ts';
 import type { TrustProxy } from './config.ts';
+import { consoleRoutes } from './console/plugin.ts';
 import { type AppContext, authDeps } from './context.ts';
 import { AppError } from './errors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
+import { loggerOptions } from './http/logging.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
+import { outboxDir } from './mail/mailer.ts';
 import { metricsPlugin } from './metrics/plugin.ts';
 import { storageRoutes } from './storage/routes/index.ts';
 
 export interface BuildOptions {
-  /** A pino logger to use, or false for none (tests). Default: a new logger at LOG_LEVEL. */
+  /**
+   * A pino logger to use (built with http/logging.ts's options, which keep secrets out of it), or false
+   * for none (tests). Default: a new such logger at LOG_LEVEL.
+   */
   logger?: FastifyBaseLogger | false;
   /** Sees every route as it is registered (tests compare the routes with /openapi.json). */
   onRoute?: (route: RouteOptions) => void;
 }
 
-export const REDACT = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'req.headers["x-admin-secret"]',
-  'res.headers["set-cookie"]',
-];
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
@@ -47,7 +47,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
       ? { logger: false }
       : opts.logger
         ? { loggerInstance: opts.logger }
-        : { logger: { level: config.LOG_LEVEL, redact: REDACT } };
+        : { logger: loggerOptions(config.LOG_LEVEL) };
   const headers = securityHeaders(config);
   const app = Fastify({
     ...loggerOpts,
@@ -153,6 +153,14 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     const { objects, rules, images } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+  }
+
+  if (config.CONSOLE_ENABLED) {
+    await app.register(consoleRoutes, {
+      config,
+      outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
+      prefix: '/console',
+    });
   }
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -361,7 +361,7 @@ const SETTINGS = {
     APP,
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const,
     'info',
-    'Log level.',
+    'Log level. At every level, secrets stay out of the log: request URLs are logged with secret query values (tokens, tickets, codes, state, passwords) replaced by `[redacted]`, headers and bodies are never logged, errors without what they carried.',
   ),
   REDIRECT_URL_SUCCESS: str(
     APP,
@@ -878,6 +878,14 @@ const SETTINGS = {
     str(OPS, (c) => String(c.HOST), 'Interface of the `METRICS_PORT` listener.'),
     '`HOST`',
   ),
+  CONSOLE_ENABLED: shownAs(
+    bool(
+      OPS,
+      (c) => c.NODE_ENV !== 'production',
+      'The development console at `/console`: a web page to sign up, sign in, enrol MFA, follow emailed links (the development outbox) and browse files. Outside production, emailed links that have no `REDIRECT_URL_*` to go to land there. In production it asks for the admin secret (HTTP Basic, any user name) and needs `HASURA_GRAPHQL_ADMIN_SECRET`.',
+    ),
+    '`true`; `false` in production',
+  ),
 
   // --- OAuth and OpenID Connect providers (issue 19) ---
   PROVIDER_SUCCESS_REDIRECT: str(
@@ -1158,6 +1166,11 @@ function crossChecks(c: Partial, problems: string[]): void {
     if (c.EMAILS_ENABLED && !c.SMTP_HOST)
       problems.push(
         'SMTP_HOST is required in production when EMAILS_ENABLED is true (or set EMAILS_ENABLED=false)',
+      );
+    // In production the console is shown to the holder of the admin secret only (console/plugin.ts).
+    if (c.CONSOLE_ENABLED && admin === '')
+      problems.push(
+        'CONSOLE_ENABLED=true in production needs HASURA_GRAPHQL_ADMIN_SECRET (the console asks for it)',
       );
     const metricsToken = c.METRICS_TOKEN as string;
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)

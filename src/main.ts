@@ -4,9 +4,8 @@
  * configuration and key problem at once (before the database is opened), or one line naming what is in
  * the way (a port in use, an embedded database in use) and what to do about it.
  */
-import pino from 'pino';
-import { REDACT } from './app.ts';
 import { type Config, ConfigError, loadConfig, readEnv } from './config.ts';
+import { createLogger } from './http/logging.ts';
 import { installShutdown, startFailure, startServer } from './server.ts';
 
 function refuse(message: string): never {
@@ -22,7 +21,7 @@ try {
   refuse(err.message);
 }
 
-const log = pino({ level: config.LOG_LEVEL, redact: REDACT });
+const log = createLogger(config.LOG_LEVEL);
 try {
   const server = await startServer(config, { log });
   installShutdown(server, { log });

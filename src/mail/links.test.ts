@@ -11,10 +11,15 @@ describe('links', () => {
     );
     assert.equal(withParams('https://a.test/p', { t: '1' }), 'https://a.test/p?t=1');
   });
-  it('links app pages to redirect_to, else REDIRECT_URL_SUCCESS, else SERVER_URL', () => {
+  it('links app pages to redirect_to, else REDIRECT_URL_SUCCESS, else the console, else SERVER_URL', () => {
     const params = { ticket: 't', type: 'password-reset' as const };
     assert.equal(
-      appLink(configFrom({ SERVER_URL: 'http://s.test' }), undefined, params),
+      appLink(configFrom({ SERVER_URL: 'http://s.test/' }), undefined, params),
+      'http://s.test/console/?ticket=t&type=password-reset',
+      'outside production the development console completes the link',
+    );
+    assert.equal(
+      appLink(configFrom({ SERVER_URL: 'http://s.test', CONSOLE_ENABLED: false }), undefined, params),
       'http://s.test?ticket=t&type=password-reset',
     );
     const c = configFrom({ SERVER_URL: 'http://s.test', REDIRECT_URL_SUCCESS: 'http://app.test/in' });

@@ -23,14 +23,27 @@ export function serviceLink(
 }
 
 /**
+ * Where emailed links land when no app is named for them (no `redirect_to`, no REDIRECT_URL_SUCCESS)
+ * outside production with the console on: the development console, whose pages complete each link.
+ * Undefined otherwise (production always names its app).
+ */
+export function consoleLanding(
+  config: Pick<Config, 'SERVER_URL' | 'CONSOLE_ENABLED' | 'isProduction'>,
+): string | undefined {
+  if (!config.CONSOLE_ENABLED || config.isProduction) return undefined;
+  return `${config.SERVER_URL.replace(/\/+$/, '')}/console/`;
+}
+
+/**
  * The link of an email that must open the app (a password reset or an email change needs a form):
- * `redirect_to` when given, else REDIRECT_URL_SUCCESS, else SERVER_URL, with `ticket` and `type` added.
+ * `redirect_to` when given, else REDIRECT_URL_SUCCESS, else the development console (consoleLanding),
+ * else SERVER_URL, with `ticket` and `type` added.
  */
 export function appLink(
-  config: Pick<Config, 'SERVER_URL' | 'REDIRECT_URL_SUCCESS'>,
+  config: Pick<Config, 'SERVER_URL' | 'REDIRECT_URL_SUCCESS' | 'CONSOLE_ENABLED' | 'isProduction'>,
   redirectTo: string | undefined,
   params: { ticket: string; type: 'password-reset' | 'email-change' },
 ): string {
-  const base = redirectTo ?? (config.REDIRECT_URL_SUCCESS || config.SERVER_URL);
+  const base = redirectTo ?? (config.REDIRECT_URL_SUCCESS || consoleLanding(config) || config.SERVER_URL);
   return withParams(base, params);
 }

@@ -16,6 +16,7 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { emailEvent } from '../metrics/events.ts';
+import { writeOutboxEntry } from './dev-outbox.ts';
 import type { MailPort, OutgoingEmail } from './port.ts';
 import { renderTemplate } from './templates.ts';
 
@@ -72,8 +73,13 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
   return transportMailer('smtp', config, log, transport, async () => {});
 }
 
+/** The folder of the development outbox. */
+export function outboxDir(config: Pick<Config, 'DATA_DIR'>): string {
+  return path.resolve(config.DATA_DIR, 'outbox');
+}
+
 function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
-  const dir = path.resolve(config.DATA_DIR, 'outbox');
+  const dir = outboxDir(config);
   const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   log.info({ outbox: dir }, `SMTP_HOST is not set: emails are written to ${dir} and their links logged`);
   return transportMailer('outbox', config, log, transport, async (email, info, rendered) => {
@@ -82,6 +88,15 @@ function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
     const file = path.join(dir, `${stamp}-${email.template}-${randomBytes(3).toString('hex')}.eml`);
     writeFileSync(file, (info as { message: Buffer }).message, { mode: 0o600 });
     const link = email.locals.link;
+    // Beside it, what the console's outbox page shows (dev-outbox.ts), so that it needs no MIME parser.
+    writeOutboxEntry(file, {
+      date: new Date().toISOString(),
+      to: email.to,
+      subject: rendered.subject,
+      template: email.template,
+      text: rendered.text,
+      ...(link ? { link } : {}),
+    });
     log.info(
       { to: email.to, subject: rendered.subject, template: email.template, link, file },
       `email to ${email.to} written to the outbox${link ? `; its link: ${link}` : ''}`,
@@ -94,7 +109,7 @@ function transportMailer(
   config: Config,
   log: FastifyBaseLogger,
   transport: Transporter,
-  after: (email: OutgoingEmail, info: unknown, rendered: { subject: string }) => Promise<void>,
+  after: (email: OutgoingEmail, info: unknown, rendered: { subject: string; text: string }) => Promise<void>,
 ): Mailer {
   const deliver = async (email: OutgoingEmail) => {
     const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);

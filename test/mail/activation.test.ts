@@ -139,8 +139,8 @@ for (const kind of dbKinds()) {
 }
 
 describe('activation without redirect settings or without emails', () => {
-  it('answers the session as JSON when REDIRECT_URL_SUCCESS is not set (development)', async () => {
-    const t = await buildMailApp('pglite', { AUTO_ACTIVATE_NEW_USERS: false });
+  it('answers the session as JSON when REDIRECT_URL_SUCCESS is not set (development, console off)', async () => {
+    const t = await buildMailApp('pglite', { AUTO_ACTIVATE_NEW_USERS: false, CONSOLE_ENABLED: false });
     try {
       await t.app.inject({
         method: 'POST',
@@ -246,8 +246,13 @@ describe('the newcomer path on embedded defaults (no SMTP_HOST: the outbox)', ()
         const link = findLink(mail.text ?? '', '/auth/activate');
         assert.equal(link.origin, 'http://localhost:3000', 'SERVER_URL default');
         const activated = await t.app.inject({ method: 'GET', url: pathOf(link) });
-        assert.equal(activated.statusCode, 200, 'no REDIRECT_URL_SUCCESS: the session as JSON');
-        assert.equal(activated.json().user.email, credentials.email);
+        assert.equal(activated.statusCode, 302, activated.body);
+        assert.equal(
+          activated.headers.location,
+          'http://localhost:3000/console/?signed_in=true',
+          'no REDIRECT_URL_SUCCESS: the development console, signed in by the cookies',
+        );
+        assert.ok(activated.cookies.some((c) => c.name === 'refresh_token'));
         const login = await t.app.inject({ method: 'POST', url: '/auth/login', payload: credentials });
         assert.equal(login.statusCode, 200, login.body);
         assert.ok(login.json().jwt_token);

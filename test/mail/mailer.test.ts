@@ -124,9 +124,13 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
         locals,
         headers: { 'X-Ticket': 't-123' },
       });
-      const files = readdirSync(path.join(dir, 'outbox'));
-      assert.equal(files.length, 1);
+      const files = readdirSync(path.join(dir, 'outbox')).sort();
+      assert.equal(files.length, 2, 'the message and its entry for the console');
       assert.match(files[0] as string, /activate-account.*\.eml$/);
+      assert.equal(files[1], (files[0] as string).replace(/\.eml$/, '.json'));
+      const entry = JSON.parse(readFileSync(path.join(dir, 'outbox', files[1] as string), 'utf8'));
+      assert.equal(entry.to, 'ada@example.com');
+      assert.equal(entry.link, locals.link);
       const eml = readFileSync(path.join(dir, 'outbox', files[0] as string), 'utf8');
       assert.match(eml, /^X-Ticket: t-123$/m);
       assert.match(eml, /^To: ada@example\.com$/m);

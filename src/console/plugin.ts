@@ -1,0 +1,190 @@
+/**
+ * The development console at `/console`: a few static files (assets/, plain HTML, CSS and JavaScript
+ * modules, no build step) that use the service's own routes as any web client would, on the same origin,
+ * with the session in the service's httpOnly cookies. Two JSON routes only the console needs:
+ * `api/settings` (which features are on) and, when the mailer writes the development outbox,
+ * `api/outbox` (its messages, tickets included).
+ *
+ * When it is served (CONSOLE_ENABLED): outside production by default. In production only when turned on,
+ * and then only to whoever gives the admin secret, by HTTP Basic (any user name, the secret as password;
+ * the browser asks once and repeats it for the `/console/` folder only). Wrong secrets count against the
+ * guess limits like a wrong `x-admin-secret`.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { secretsEqual } from '../auth/secrets.ts';
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import { ADMIN_SECRET_SUBJECT } from '../http/guesses.ts';
+import { readOutbox } from '../mail/dev-outbox.ts';
+
+export interface ConsoleOptions {
+  config: Config;
+  /** The development outbox folder, when the mailer writes one (never in production). */
+  outboxDir: string | undefined;
+}
+
+/**
+ * The console's pages run only their own scripts and styles and talk only to this origin. Images may be
+ * `data:` (the MFA QR code the service returns) or this origin's (thumbnails from the storage routes).
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+
+/** The files served, by the name under /console/ (a fixed list: no path ever reaches the file system). */
+const ASSETS = ['index.html', 'console.css', 'main.js', 'api.js', 'dom.js', 'views.js', 'files.js'] as const;
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+function loadAssets(): Map<string, Asset> {
+  const out = new Map<string, Asset>();
+  for (const name of ASSETS) {
+    const body = readFileSync(fileURLToPath(new URL(`./assets/${name}`, import.meta.url)));
+    const ext = name.slice(name.lastIndexOf('.'));
+    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
+    out.set(name, { body, type: TYPES[ext] ?? 'application/octet-stream', etag });
+  }
+  return out;
+}
+
+const BASIC = /^Basic +([A-Za-z0-9+/=]+)\s*$/i;
+
+/** The password of an `Authorization: Basic` header, or undefined. */
+function basicPassword(header: string | undefined): string | undefined {
+  const m = header === undefined ? null : BASIC.exec(header);
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1] as string, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? undefined : decoded.slice(colon + 1);
+}
+
+function adminSecretRequired(): AppError {
+  return new AppError('UNAUTHENTICATED', 'The console asks for the admin secret (as the password).', {
+    headers: { 'www-authenticate': 'Basic realm="Gatehouse console", charset="UTF-8"' },
+  });
+}
+
+/** The host name of a Host header (`name[:port]` or `[v6]:port`), lower-case. */
+function hostName(host: string | undefined): string {
+  if (!host) return '';
+  const h = host.toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  return h.replace(/:\d+$/, '');
+}
+
+function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  const a = address.replace(/^::ffff:/i, '');
+  return a === '::1' || (isIP(a) === 4 && a.startsWith('127.'));
+}
+
+/**
+ * The outbox holds every account's tickets, so it is read only by this machine: the connecting peer
+ * must be a loopback address (whatever X-Forwarded-For says), and the Host must be SERVER_URL's or a
+ * loopback name, so that a site whose name is made to resolve to 127.0.0.1 (DNS rebinding) cannot read
+ * it from the developer's browser as its own origin.
+ */
+function outboxReader(config: Config): (request: FastifyRequest) => boolean {
+  const hosts = new Set(['localhost', '127.0.0.1', '[::1]']);
+  try {
+    hosts.add(new URL(config.SERVER_URL).hostname.toLowerCase());
+  } catch {
+    // SERVER_URL is not a URL: the loopback names only.
+  }
+  return (request) => isLoopback(request.socket.remoteAddress) && hosts.has(hostName(request.headers.host));
+}
+
+/** What the console needs to know about the settings to show only what works. */
+function consoleSettings(config: Config, outbox: boolean) {
+  return {
+    production: config.isProduction,
+    auth: config.AUTH_ENABLED,
+    storage: config.STORAGE_ENABLED,
+    register: config.AUTH_ENABLED && config.AUTH_LOCAL_USERS_ENABLED,
+    autoActivate: config.AUTO_ACTIVATE_NEW_USERS,
+    magicLink: config.MAGIC_LINK_ENABLED,
+    lostPassword: config.LOST_PASSWORD_ENABLED,
+    changeEmail: config.CHANGE_EMAIL_ENABLED,
+    verifyEmails: config.VERIFY_EMAILS,
+    mfa: config.MFA_ENABLED,
+    outbox,
+  };
+}
+
+/** Registered with the prefix `/console`. */
+export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
+  const { config, outboxDir } = opts;
+  const assets = loadAssets();
+  const mayReadOutbox = outboxReader(config);
+
+  if (config.isProduction) {
+    // config.ts refuses CONSOLE_ENABLED in production without an admin secret.
+    app.addHook('onRequest', async (request) => {
+      const given = basicPassword(request.headers.authorization);
+      const ok = await app.guesses.guard(
+        ADMIN_SECRET_SUBJECT,
+        request.ip,
+        () => given !== undefined && secretsEqual(given, config.HASURA_GRAPHQL_ADMIN_SECRET),
+      );
+      if (!ok) throw adminSecretRequired();
+    });
+  }
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('content-security-policy', CONSOLE_CSP);
+  });
+
+  const send = (request: FastifyRequest, reply: FastifyReply, asset: Asset) => {
+    reply.header('etag', asset.etag).header('cache-control', 'no-cache').type(asset.type);
+    if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+    return reply.send(asset.body);
+  };
+  const hidden = { schema: { hide: true } };
+
+  app.get('', hidden, async (_request, reply) => reply.redirect('/console/', 302));
+  app.get('/', { ...hidden, prefixTrailingSlash: 'slash' }, async (request, reply) =>
+    send(request, reply, assets.get('index.html') as Asset),
+  );
+  app.get<{ Params: { name: string } }>('/:name', hidden, async (request, reply) => {
+    const asset = assets.get(request.params.name);
+    if (!asset) throw new AppError('NOT_FOUND');
+    return send(request, reply, asset);
+  });
+
+  app.get('/api/settings', hidden, async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+    return consoleSettings(config, outboxDir !== undefined);
+  });
+  if (outboxDir !== undefined && !config.isProduction) {
+    app.get('/api/outbox', hidden, async (request, reply) => {
+      if (!mayReadOutbox(request))
+        throw new AppError(
+          'FORBIDDEN',
+          'The development outbox is served only to this machine, at SERVER_URL or a loopback address.',
+        );
+      reply.header('cache-control', 'no-store');
+      return { messages: readOutbox(outboxDir) };
+    });
+  }
+}

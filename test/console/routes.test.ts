@@ -1,0 +1,310 @@
+/**
+ * The console's routes without a browser: when it is served (on outside production, off in production
+ * unless turned on, and then only for the admin secret), its Content-Security-Policy, the development
+ * outbox (this machine only, never in production), and emailed links landing on the console when no
+ * REDIRECT_URL_* names an app. The browser walk-through is console.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { configFrom } from '../../src/config.ts';
+import { CONSOLE_CSP } from '../../src/console/plugin.ts';
+import { HS } from '../auth/helpers.ts';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { dbKinds } from '../helpers/db.ts';
+
+const ADMIN_SECRET = 'an-admin-secret-of-at-least-32-characters';
+
+/** Settings a production start needs (the test helper brings its own database). */
+const PRODUCTION = {
+  ...HS,
+  NODE_ENV: 'production',
+  DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
+  COOKIE_SECRET: 'c'.repeat(32),
+  MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+  EMAILS_ENABLED: false,
+} as const;
+
+const basic = (password: string, user = 'admin') => ({
+  authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`,
+});
+
+interface OutboxMessage {
+  to: string;
+  subject: string;
+  template: string;
+  text: string;
+  link?: string;
+}
+
+async function outbox(t: TestApp): Promise<OutboxMessage[]> {
+  await t.ctx.tasks.idle();
+  const res = await t.app.inject({ url: '/console/api/outbox' });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json().messages;
+}
+
+const pathOf = (link: string) => {
+  const u = new URL(link);
+  return u.pathname + u.search;
+};
+
+describe('console pages outside production', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite');
+  });
+  after(() => t.close());
+
+  it('serves the page at /console/ (and /console redirects there) with a policy that allows no inline script', async () => {
+    const bare = await t.app.inject({ url: '/console' });
+    assert.equal(bare.statusCode, 302);
+    assert.equal(bare.headers.location, '/console/');
+    const res = await t.app.inject({ url: '/console/' });
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^text\/html/);
+    assert.match(res.body, /<script type="module" src="main.js"><\/script>/);
+    assert.doesNotMatch(
+      res.body,
+      /<script>|<script [^>]*>[^<]|\sstyle="|\son[a-z]+="/,
+      'no inline script or style',
+    );
+    const csp = String(res.headers['content-security-policy']);
+    assert.equal(csp, CONSOLE_CSP);
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.match(csp, /frame-ancestors 'none'/);
+  });
+
+  it('serves its scripts and styles with their types and revalidates them by ETag', async () => {
+    for (const [file, type] of [
+      ['main.js', /^text\/javascript/],
+      ['console.css', /^text\/css/],
+    ] as const) {
+      const res = await t.app.inject({ url: `/console/${file}` });
+      assert.equal(res.statusCode, 200);
+      assert.match(String(res.headers['content-type']), type);
+      assert.equal(res.headers['cache-control'], 'no-cache');
+      const again = await t.app.inject({
+        url: `/console/${file}`,
+        headers: { 'if-none-match': String(res.headers.etag) },
+      });
+      assert.equal(again.statusCode, 304);
+    }
+  });
+
+  it('answers 404 for any other name, including paths that climb out of its folder', async () => {
+    for (const url of [
+      '/console/nothing.js',
+      '/console/plugin.ts',
+      '/console/..%2fplugin.ts',
+      '/console/%2e%2e/%2e%2e/package.json',
+      '/console/assets/main.js',
+    ]) {
+      const res = await t.app.inject({ url });
+      assert.equal(res.statusCode, 404, url);
+      assert.equal(res.json().code, 'NOT_FOUND', url);
+    }
+  });
+
+  it('tells the page which features are on', async () => {
+    const res = await t.app.inject({ url: '/console/api/settings' });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), {
+      production: false,
+      auth: true,
+      storage: true,
+      register: true,
+      autoActivate: true,
+      magicLink: false,
+      lostPassword: false,
+      changeEmail: true,
+      verifyEmails: false,
+      mfa: true,
+      outbox: true,
+    });
+  });
+});
+
+describe('CONSOLE_ENABLED=false', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite', { CONSOLE_ENABLED: false });
+  });
+  after(() => t.close());
+
+  it('serves no console and no outbox', async () => {
+    for (const url of ['/console', '/console/', '/console/main.js', '/console/api/outbox']) {
+      assert.equal((await t.app.inject({ url })).statusCode, 404, url);
+    }
+  });
+});
+
+for (const kind of dbKinds()) {
+  describe(`the development outbox and emailed links [${kind}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp(kind, {
+        SERVER_URL: 'http://localhost:4000',
+        AUTO_ACTIVATE_NEW_USERS: false,
+        LOST_PASSWORD_ENABLED: true,
+        VERIFY_EMAILS: true,
+        RATE_LIMIT_ENABLED: false,
+      });
+    });
+    after(() => t.close());
+
+    const register = (email: string) =>
+      t.app.inject({ method: 'POST', url: '/auth/register', payload: { email, password: 'pw-123456-long' } });
+
+    it('lists each email with its subject, text and link, newest first', async () => {
+      assert.equal((await register('first@example.com')).statusCode, 200);
+      assert.equal((await register('second@example.com')).statusCode, 200);
+      const messages = await outbox(t);
+      assert.deepEqual(
+        messages.slice(0, 2).map((m) => [m.to, m.template]),
+        [
+          ['second@example.com', 'activate-account'],
+          ['first@example.com', 'activate-account'],
+        ],
+      );
+      const first = messages[1] as OutboxMessage;
+      assert.equal(first.subject, 'Confirm your email address');
+      assert.match(first.link ?? '', /^http:\/\/localhost:4000\/auth\/activate\?ticket=/);
+      assert.ok(first.text.includes(first.link as string), 'the text carries the link');
+    });
+
+    it('lands a followed activation link on the console, signed in by cookie, no token in the address', async () => {
+      await register('lands@example.com');
+      const link = (await outbox(t)).find((m) => m.to === 'lands@example.com')?.link as string;
+      const res = await t.app.inject({ url: pathOf(link) });
+      assert.equal(res.statusCode, 302);
+      assert.equal(res.headers.location, 'http://localhost:4000/console/?signed_in=true');
+      const cookies = (res.cookies as { name: string }[]).map((c) => c.name).sort();
+      assert.deepEqual(cookies, ['permission_variables', 'refresh_token']);
+    });
+
+    it('lands a spent or made-up link on the console with the error code', async () => {
+      const res = await t.app.inject({ url: '/auth/activate?ticket=00000000-0000-4000-8000-000000000000' });
+      assert.equal(res.statusCode, 302);
+      assert.equal(res.headers.location, 'http://localhost:4000/console/?error=INVALID_TICKET');
+    });
+
+    it('points reset and email-change links at the console pages that complete them', async () => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/auth/change-password/request',
+        payload: { email: 'lands@example.com' },
+      });
+      assert.equal(res.statusCode, 204);
+      const reset = (await outbox(t)).find((m) => m.template === 'lost-password');
+      const url = new URL(reset?.link as string);
+      assert.equal(`${url.origin}${url.pathname}`, 'http://localhost:4000/console/');
+      assert.equal(url.searchParams.get('type'), 'password-reset');
+      assert.match(url.searchParams.get('ticket') ?? '', /^[0-9a-f-]{36}$/);
+      // The page completes it with the route any app would call.
+      const done = await t.app.inject({
+        method: 'POST',
+        url: '/auth/change-password/change',
+        payload: { ticket: url.searchParams.get('ticket'), new_password: 'a-new-password-123' },
+      });
+      assert.equal(done.statusCode, 204, done.body);
+    });
+
+    it('serves the outbox only to this machine: refused to another address', async () => {
+      const res = await t.app.inject({ url: '/console/api/outbox', remoteAddress: '192.168.1.20' });
+      assert.equal(res.statusCode, 403);
+      assert.equal(res.json().code, 'FORBIDDEN');
+      assert.doesNotMatch(res.body, /ticket/);
+    });
+
+    it('refuses the outbox to a page of another site whose name resolves here (DNS rebinding)', async () => {
+      const res = await t.app.inject({
+        url: '/console/api/outbox',
+        headers: { host: 'attacker.example:4000' },
+      });
+      assert.equal(res.statusCode, 403);
+      assert.doesNotMatch(res.body, /ticket/);
+      for (const host of ['localhost:4000', '127.0.0.1:4000', '[::1]:4000']) {
+        const ok = await t.app.inject({ url: '/console/api/outbox', headers: { host } });
+        assert.equal(ok.statusCode, 200, host);
+      }
+    });
+  });
+}
+
+describe('emailed links without the console', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp('pglite', { CONSOLE_ENABLED: false, AUTO_ACTIVATE_NEW_USERS: false });
+  });
+  after(() => t.close());
+
+  it('answer a bad ticket with 401, as before', async () => {
+    const res = await t.app.inject({ url: '/auth/activate?ticket=00000000-0000-4000-8000-000000000000' });
+    assert.equal(res.statusCode, 401);
+    assert.equal(res.json().code, 'INVALID_TICKET');
+  });
+});
+
+describe('the console in production', () => {
+  it('is off unless CONSOLE_ENABLED=true', async () => {
+    const t = await buildTestApp('pglite', PRODUCTION);
+    try {
+      for (const url of ['/console', '/console/', '/console/api/settings', '/console/api/outbox']) {
+        assert.equal((await t.app.inject({ url, headers: basic(ADMIN_SECRET) })).statusCode, 404, url);
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses to start with CONSOLE_ENABLED=true and no admin secret', () => {
+    assert.throws(
+      () => configFrom({ ...PRODUCTION, CONSOLE_ENABLED: true }),
+      /CONSOLE_ENABLED=true in production needs HASURA_GRAPHQL_ADMIN_SECRET/,
+    );
+  });
+
+  describe('with CONSOLE_ENABLED=true', () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp('pglite', {
+        ...PRODUCTION,
+        CONSOLE_ENABLED: true,
+        HASURA_GRAPHQL_ADMIN_SECRET: ADMIN_SECRET,
+        RATE_LIMIT_IP_FAILURES_MAX: 5,
+      });
+    });
+    after(() => t.close());
+
+    it('asks for the admin secret by HTTP Basic before serving anything', async () => {
+      for (const url of ['/console/', '/console/main.js', '/console/api/settings']) {
+        const res = await t.app.inject({ url });
+        assert.equal(res.statusCode, 401, url);
+        assert.match(String(res.headers['www-authenticate']), /^Basic realm="Gatehouse console"/);
+        assert.doesNotMatch(res.body, /<html|import /);
+      }
+      const wrong = await t.app.inject({ url: '/console/', headers: basic('not-the-secret') });
+      assert.equal(wrong.statusCode, 401);
+      const right = await t.app.inject({ url: '/console/', headers: basic(ADMIN_SECRET, 'anyone') });
+      assert.equal(right.statusCode, 200);
+      assert.match(right.body, /<title>Gatehouse console<\/title>/);
+    });
+
+    it('never serves the development outbox', async () => {
+      const res = await t.app.inject({ url: '/console/api/outbox', headers: basic(ADMIN_SECRET) });
+      assert.equal(res.statusCode, 404);
+    });
+
+    it('limits guesses at the secret like a wrong x-admin-secret', async () => {
+      const from = { remoteAddress: '203.0.113.9' };
+      let last = 0;
+      for (let i = 0; i < 8; i++) {
+        last = (await t.app.inject({ url: '/console/', headers: basic(`guess-${i}`), ...from })).statusCode;
+      }
+      assert.equal(last, 429);
+      const right = await t.app.inject({ url: '/console/', headers: basic(ADMIN_SECRET), ...from });
+      assert.equal(right.statusCode, 429, 'the address that guessed waits, even with the right secret');
+    });
+  });
+});
