@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DatabaseUnavailable } from '../db/database.ts';
+import { DatabaseUnavailable, ForeignKeyViolation } from '../db/database.ts';
 import { AppError, ERRORS, type ErrorCode, errorBody, logLevelOf } from '../errors.ts';
 import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
@@ -159,6 +159,11 @@ export function installErrorHandling(app: FastifyInstance): void {
       const unavailable = new AppError('DATABASE_UNAVAILABLE', undefined, { cause: err });
       request.log.debug({ err }, unavailable.message);
       return send(reply, unavailable.statusCode, unavailable.code, unavailable.message, unavailable.headers);
+    }
+    if (err instanceof ForeignKeyViolation && err.ofAccount) {
+      // A write for an account that a concurrent request deleted (an access token stays valid until it
+      // expires): the caller's account is gone, as the revocation check would have said a moment later.
+      return send(reply, 401, 'UNAUTHENTICATED', 'The account no longer exists.');
     }
     request.log.error({ err }, 'unhandled error');
     return send(reply, 500, 'INTERNAL', ERRORS.INTERNAL.message);

@@ -5,8 +5,8 @@
  *   ended the service process;
  * - headers too large on a HEAD request were answered with a body, which a client reads as the start of
  *   the next response;
- * - a sign-in or refresh racing the deletion of its account stored its session token after the account
- *   was gone: the foreign key refused it and the answer was a 500 (on both databases).
+ * - a sign-in, a refresh or a signed-in write (a new TOTP secret) racing the deletion of its account
+ *   stored its row after the account was gone: the foreign key refused it and the answer was a 500.
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
@@ -95,7 +95,7 @@ describe('the service process, after what the fuzzer found', () => {
 });
 
 for (const kind of dbKinds()) {
-  describe(`a sign-in and a refresh racing the deletion of their account [${kind}]`, () => {
+  describe(`a sign-in, a refresh and a signed-in write racing the deletion of their account [${kind}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await buildTestApp(kind, { ALLOW_USER_SELF_DELETE: true, RATE_LIMIT_ENABLED: false });
@@ -106,7 +106,7 @@ for (const kind of dbKinds()) {
       const seen = new Set<string>();
       for (let i = 0; i < 12; i++) {
         const s = await signUp(t);
-        const [login, refresh, deleted] = await Promise.all([
+        const [login, refresh, mfa, deleted] = await Promise.all([
           t.app.inject({
             method: 'POST',
             url: '/auth/login',
@@ -115,12 +115,17 @@ for (const kind of dbKinds()) {
           t.app.inject({ method: 'GET', url: `/auth/token/refresh?refresh_token=${s.refreshToken}` }),
           t.app.inject({
             method: 'POST',
+            url: '/auth/mfa/generate',
+            headers: { authorization: `Bearer ${s.jwt}` },
+          }),
+          t.app.inject({
+            method: 'POST',
             url: '/auth/delete',
             headers: { authorization: `Bearer ${s.jwt}` },
           }),
         ]);
         assert.equal(deleted.statusCode, 204, deleted.body);
-        for (const r of [login, refresh]) {
+        for (const r of [login, refresh, mfa]) {
           assert.ok([200, 401].includes(r.statusCode), `${r.statusCode} ${r.body}`);
           seen.add(`${r.statusCode} ${r.statusCode === 401 ? r.json().code : ''}`);
         }
