@@ -801,6 +801,12 @@ const SETTINGS = {
   S3_ACCESS_KEY_ID: str(STORAGE, '', 'S3 access key.', { secret: true }),
   S3_SECRET_ACCESS_KEY: str(STORAGE, '', 'S3 secret key.', { secret: true }),
   S3_REGION: str(STORAGE, 'us-east-1', 'S3 region.'),
+  S3_ABORT_UPLOADS_AFTER: int(
+    STORAGE,
+    86_400_000,
+    "At start, multipart uploads in the bucket begun longer ago than this (milliseconds; 1 day) are aborted: an instance killed mid-upload leaves their parts stored, though no object shows them. Younger ones may be a live instance's. 0: never.",
+    { min: 0 },
+  ),
   STORAGE_RULES_PATH: shownAs(
     str(
       STORAGE,

@@ -22,6 +22,7 @@ import { cookieSecret } from './http/cookies.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { S3ObjectStore } from './storage/backends/s3.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
@@ -138,6 +139,19 @@ async function openStorage(
     if (!(err instanceof StoreUnavailable)) throw err;
     // Start anyway: /health/ready reports the store and storage requests answer 503 until it is back.
     log.error({ err }, 'the object store is unreachable; storage answers 503 until it is back');
+  }
+  if (objects instanceof S3ObjectStore && config.S3_ABORT_UPLOADS_AFTER > 0) {
+    // In the background: a large bucket's listing must not hold the start.
+    void objects.abortStaleUploads(config.S3_ABORT_UPLOADS_AFTER).then(
+      (aborted) => {
+        if (aborted === undefined)
+          log.info(
+            'the object store does not list multipart uploads; abort stale ones with a lifecycle rule',
+          );
+        else if (aborted > 0) log.info({ aborted }, 'aborted multipart uploads left by a stopped instance');
+      },
+      (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
+    );
   }
   return { objects, rules, images: new ImageService(config, log) };
 }

@@ -75,6 +75,7 @@ export const ERRORS = {
   },
   ACCOUNT_EXISTS: { status: 400, message: 'Account already exists.' },
   ACCOUNT_NOT_ACTIVATED: { status: 400, message: 'Account is not activated.' },
+  ACCOUNT_DISABLED: { status: 403, message: 'This account is disabled.' },
   PASSWORD_TOO_WEAK: { status: 400, message: 'Password is too weak.' },
   PASSWORD_HASHING_BUSY: {
     status: 503,

@@ -16,6 +16,8 @@ export interface AccountRow {
   default_role: string;
   is_anonymous: boolean;
   mfa_enabled: boolean;
+  /** Blocked by an operator (gatehouse users disable): no sign-in, no refresh. */
+  disabled: boolean;
 }
 
 /** An account with what a session needs: roles and the public.users row (all columns, as JSON). */
@@ -25,8 +27,8 @@ export interface AccountProfile {
   user: Record<string, unknown> & { id: string; display_name: string | null; avatar_url: string | null };
 }
 
-const ACCOUNT_COLUMNS =
-  'a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role, a.is_anonymous, a.mfa_enabled';
+export const ACCOUNT_COLUMNS =
+  'a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role, a.is_anonymous, a.mfa_enabled, a.disabled_at IS NOT NULL AS disabled';
 
 export async function findAccountByEmail(db: Queryable, email: string): Promise<AccountRow | undefined> {
   const { rows } = await db.query<AccountRow>(
@@ -311,6 +313,76 @@ export async function upgradePasswordHash(
     'UPDATE auth.accounts SET password_hash = $3 WHERE id = $1 AND password_hash = $2',
     [accountId, oldHash, newHash],
   );
+}
+
+/**
+ * Blocks (`at`) or unblocks (null) an account. Unblocking also activates an account still waiting for
+ * activation: the operator vouches for it, as for an account created without emails.
+ */
+export async function setAccountDisabled(db: Queryable, accountId: string, at: Date | null): Promise<void> {
+  await db.query(
+    'SetAccountDisabled',
+    `UPDATE auth.accounts SET disabled_at = $2, active = CASE WHEN $2::timestamptz IS NULL THEN true ELSE active END
+      WHERE id = $1`,
+    [accountId, at],
+  );
+}
+
+/** Replaces the account's default role and roles (the default role among them). */
+export async function setAccountRoles(
+  tx: Queryable,
+  accountId: string,
+  input: { defaultRole: string; roles: readonly string[] },
+): Promise<void> {
+  await tx.query('SetDefaultRole', 'UPDATE auth.accounts SET default_role = $2 WHERE id = $1', [
+    accountId,
+    input.defaultRole,
+  ]);
+  await tx.query('DeleteAccountRoles', 'DELETE FROM auth.account_roles WHERE account_id = $1', [accountId]);
+  await insertRoles(tx, accountId, input.roles);
+}
+
+/** The account's roles, in the order they were given. */
+export async function accountRoles(db: Queryable, accountId: string): Promise<string[]> {
+  const { rows } = await db.query<{ role: string }>(
+    'AccountRoles',
+    'SELECT role FROM auth.account_roles WHERE account_id = $1 ORDER BY created_at, role',
+    [accountId],
+  );
+  return rows.map((r) => r.role);
+}
+
+/** One account as an operator sees it (gatehouse users list). */
+export interface AccountListing {
+  id: string;
+  user_id: string;
+  email: string | null;
+  display_name: string | null;
+  active: boolean;
+  disabled_at: Date | null;
+  is_anonymous: boolean;
+  mfa_enabled: boolean;
+  default_role: string;
+  roles: string[];
+  created_at: Date;
+}
+
+/** Every account, oldest first. */
+export async function listAccounts(db: Queryable): Promise<AccountListing[]> {
+  const { rows } = await db.query<AccountListing>(
+    'ListAccounts',
+    `SELECT a.id, a.user_id, a.email::text AS email, u.display_name, a.active, a.disabled_at, a.is_anonymous,
+            a.mfa_enabled, a.default_role, a.created_at,
+            coalesce((SELECT array_agg(r.role ORDER BY r.created_at, r.role) FROM auth.account_roles r
+                       WHERE r.account_id = a.id), '{}') AS roles
+       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id
+      ORDER BY a.created_at, a.id`,
+  );
+  return rows.map((r) => ({
+    ...r,
+    created_at: new Date(r.created_at),
+    disabled_at: r.disabled_at === null ? null : new Date(r.disabled_at),
+  }));
 }
 
 /** Activates an inactive account; false when it was already active or is gone. */

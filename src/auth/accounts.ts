@@ -64,6 +64,8 @@ export async function loginWithPassword(
   const { account: acc } = profile as AccountProfile;
   // Checked after the password, so that it tells nothing to someone who does not know it.
   if (!acc.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
+  // Before the MFA step too, so a disabled account is not asked for a code it cannot use.
+  if (acc.disabled) throw new AppError('ACCOUNT_DISABLED');
   if (acc.mfa_enabled) {
     const { ticket } = await issueTicket(deps.db, c, deps.clock.now(), {
       accountId: acc.id,

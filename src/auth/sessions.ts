@@ -46,6 +46,19 @@ export function publicUser(profile: AccountProfile): PublicUser {
   return u;
 }
 
+/** The permission variables an access token of the account carries now (roles and custom fields re-read). */
+export function claimsOf(config: SessionDeps['config'], profile: AccountProfile): PermissionVariables {
+  return permissionVariables(
+    {
+      userId: profile.user.id,
+      defaultRole: profile.account.default_role,
+      roles: profile.roles,
+      customFields: profile.user,
+    },
+    config.JWT_CUSTOM_FIELDS,
+  );
+}
+
 /**
  * An access token for the account as it is now (roles and custom fields re-read), for a session whose
  * sign-in happened at `signedInAt` (null: unknown).
@@ -56,15 +69,7 @@ export async function accessTokenFor(
   now: Date,
   signedInAt: Date | null,
 ) {
-  const vars = permissionVariables(
-    {
-      userId: profile.user.id,
-      defaultRole: profile.account.default_role,
-      roles: profile.roles,
-      customFields: profile.user,
-    },
-    deps.config.JWT_CUSTOM_FIELDS,
-  );
+  const vars = claimsOf(deps.config, profile);
   return { vars, access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt }) };
 }
 
@@ -138,6 +143,9 @@ export async function issueSession(
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   // A sign-in that races the account's deletion: the account is gone, as for a caller who never had one.
   if (!profile) throw new AppError('UNAUTHENTICATED', 'The account no longer exists.');
+  // Every sign-in (password, MFA, magic link, activation, provider) ends here: a disabled account gets
+  // no session whichever way it came.
+  if (profile.account.disabled) throw new AppError('ACCOUNT_DISABLED');
   const draft = draftSession(deps, accountId, opts.family);
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row).catch((err: unknown) => {
@@ -152,7 +160,7 @@ function invalidRefresh(outcome: 'invalid' | 'reuse_detected'): AppError {
   return new AppError('INVALID_REFRESH_TOKEN');
 }
 
-/** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive. */
+/** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive or disabled. */
 export async function refreshSession(deps: SessionDeps, presented: string): Promise<Session> {
   try {
     return await rotate(deps, presented);
@@ -170,7 +178,7 @@ async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
   const row = await findSessionToken(deps.db, hash);
   if (!row || row.expires_at.getTime() <= now.getTime()) throw invalidRefresh('invalid');
   const profile = await loadProfile(deps.db, row.account_id);
-  if (!profile?.account.active) throw invalidRefresh('invalid');
+  if (!profile?.account.active || profile.account.disabled) throw invalidRefresh('invalid');
 
   const graceMs = deps.config.REFRESH_TOKEN_REUSE_INTERVAL * 1000;
   // The successor belongs to the same sign-in: same family, same sign-in instant (never "now").

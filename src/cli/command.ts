@@ -51,7 +51,13 @@ export function subcommands(name: string, subs: Record<string, Subcommand>): Com
       io.out(`${chosen.help.trimEnd()}\n`);
       return 0;
     }
-    return chosen.run(rest, io);
+    try {
+      return await chosen.run(rest, io);
+    } catch (err) {
+      if (!(err instanceof UsageError)) throw err;
+      io.err(`gatehouse ${name} ${sub}: ${err.message}\n\n${chosen.help.trimEnd()}\n`);
+      return 2;
+    }
   };
 }
 

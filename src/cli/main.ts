@@ -72,8 +72,20 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
       io.err(`${err.message}\n`);
       return 1;
     }
-    throw err;
+    // Anything else is a failure to report in a line, not a stack trace (GATEHOUSE_DEBUG=1 shows it).
+    io.err(`gatehouse ${name}: ${describeError(err)}\n`);
+    if (io.env['GATEHOUSE_DEBUG']) io.err(`${(err as Error)?.stack ?? err}\n`);
+    return 1;
   }
+}
+
+/** One line for a failure: its message, or what a message-less network error carries. */
+export function describeError(err: unknown): string {
+  const e = err as { message?: string; code?: string; errors?: unknown[]; cause?: unknown } | undefined;
+  if (e?.message) return e.message;
+  if (Array.isArray(e?.errors) && e.errors.length > 0) return describeError(e.errors[0]);
+  if (e?.cause) return describeError(e.cause);
+  return e?.code ?? String(err);
 }
 
 export const processIO: CliIO = {

@@ -10,6 +10,7 @@ import { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from '@elect
 import { citext } from '@electric-sql/pglite/contrib/citext';
 import { pgcrypto } from '@electric-sql/pglite/contrib/pgcrypto';
 import pg from 'pg';
+import { isAlive } from '../process-owner.ts';
 
 export interface QueryResult<T> {
   rows: T[];
@@ -319,17 +320,6 @@ function lockDataDir(dir: string): () => void {
     heldLocks.delete(file);
     rmSync(file, { force: true });
   };
-}
-
-function isAlive(pid: number): boolean {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Runs async functions one at a time, in call order. */

@@ -21,6 +21,8 @@ export type SignInOutcome =
   /** Refused by a guess limit or the sign-in rate limit (429). */
   | 'locked'
   | 'not_activated'
+  /** The account is disabled by an operator. */
+  | 'disabled'
   /** A wrong or reused TOTP code, or a dead MFA ticket. */
   | 'invalid_code'
   /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…). */
@@ -104,6 +106,8 @@ export function signInOutcomeOf(err: unknown): SignInOutcome | undefined {
       return 'locked';
     case 'ACCOUNT_NOT_ACTIVATED':
       return 'not_activated';
+    case 'ACCOUNT_DISABLED':
+      return 'disabled';
     case 'INVALID_TICKET':
     case 'INVALID_TOTP':
     case 'INVALID_TOKEN':

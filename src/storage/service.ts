@@ -11,6 +11,7 @@ import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
 import type { ParsedKey } from './keys.ts';
+import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import { NOT_YET_KNOWN } from './rules/expression.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
 import { chooseContentType, emptyFileType, SNIFF_BYTES } from './sniff.ts';
@@ -28,6 +29,14 @@ export interface Caller {
   auth: Record<string, unknown> | undefined;
   /** The `x-admin-secret` header, if sent. */
   adminSecret: string | undefined;
+  /** The request's logger: at debug level, a refusal by the rules is logged with its trace. */
+  log?: DenialLog;
+}
+
+/** The part of a pino logger a refusal is logged with. */
+export interface DenialLog {
+  readonly level: string;
+  debug(obj: object, msg: string): void;
 }
 
 /** HBP's stored-file metadata object, exactly these fields in this order (spec §2, contract S17). */
@@ -97,6 +106,36 @@ export function forbidden(decision: Decision, op: Operation, caller: Caller): Ap
   return new AppError('FORBIDDEN', message);
 }
 
+/**
+ * The 403 of a refusal (forbidden), logged first at debug level with the trace of the decision: the
+ * same rules evaluated again, traced, which costs nothing unless debug logging is on. One line; file
+ * tokens in it are masked (rules/explain.ts).
+ */
+function refused(
+  deps: StorageDeps,
+  op: Operation,
+  input: RuleInput,
+  caller: Caller,
+  decision: Decision,
+): AppError {
+  const log = caller.log;
+  if (log && (log.level === 'debug' || log.level === 'trace')) {
+    const e = deps.rules.explain(op, input);
+    log.debug(
+      {
+        storageRules: {
+          operation: op,
+          path: input.path,
+          decision: describeDecision(e.decision),
+          trace: formatExplanation(e, fileTokens(input.query, input.resource)),
+        },
+      },
+      'storage request refused by the rules',
+    );
+  }
+  return forbidden(decision, op, caller);
+}
+
 function allowed(
   deps: StorageDeps,
   op: Operation,
@@ -115,8 +154,9 @@ function requireAllowed(
   resource: unknown,
 ): void {
   if (isAdmin(deps.config, caller.adminSecret)) return;
-  const decision = deps.rules.decide(op, ruleInput(key, caller, resource));
-  if (decision.allowed !== true) throw forbidden(decision, op, caller);
+  const input = ruleInput(key, caller, resource);
+  const decision = deps.rules.decide(op, input);
+  if (decision.allowed !== true) throw refused(deps, op, input, caller, decision);
 }
 
 function fileKey(key: ParsedKey): void {
@@ -206,8 +246,9 @@ export async function uploadFile(
       settled
         .then(async (decideAtEnd) => {
           if (decideAtEnd) {
-            const decision = deps.rules.decide(op, ruleInput(key, caller, resource(size)));
-            if (decision.allowed !== true) throw forbidden(decision, op, caller);
+            const input = ruleInput(key, caller, resource(size));
+            const decision = deps.rules.decide(op, input);
+            if (decision.allowed !== true) throw refused(deps, op, input, caller, decision);
           }
           await file.afterEnd?.();
         })
@@ -227,11 +268,9 @@ export async function uploadFile(
     contentType = head.length === 0 ? emptyFileType(file.mimetype) : chooseContentType(file.mimetype, head);
     let decideAtEnd = false;
     if (!admin) {
-      const early = deps.rules.decide(
-        op,
-        ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN)),
-      );
-      if (early.allowed === false) throw forbidden(early, op, caller);
+      const input = ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN));
+      const early = deps.rules.decide(op, input);
+      if (early.allowed === false) throw refused(deps, op, input, caller, early);
       decideAtEnd = early.allowed === 'later';
     }
     settle(decideAtEnd);
@@ -347,8 +386,9 @@ export async function* listFolder(
     throw new AppError('INVALID_KEY', 'The file path is not valid: a folder path ends with "/".');
   const admin = isAdmin(deps.config, caller.adminSecret);
   if (!admin) {
-    const decision = deps.rules.decide('list', ruleInput(key, caller, undefined));
-    if (decision.allowed !== true) throw forbidden(decision, 'list', caller);
+    const input = ruleInput(key, caller, undefined);
+    const decision = deps.rules.decide('list', input);
+    if (decision.allowed !== true) throw refused(deps, 'list', input, caller, decision);
   }
   const items = deps.objects.list(key.key);
   const it = items[Symbol.asyncIterator]();

@@ -8,13 +8,30 @@ import { createPrivateKey } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { loadCommands } from '../../src/cli/main.ts';
+import { loadCommands, runCli } from '../../src/cli/main.ts';
 import { tempDir } from '../helpers/app.ts';
 import { REPO_ROOT } from '../helpers/process.ts';
 
 const BIN = path.join(REPO_ROOT, 'bin/gatehouse.mjs');
 const dir = tempDir('gatehouse-cli-');
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** An in-process CliIO that keeps what is printed. */
+function captureIO() {
+  let out = '';
+  return {
+    out: (t: string) => {
+      out += t;
+    },
+    err: (t: string) => {
+      out += t;
+    },
+    env: { DATA_DIR: dir },
+    cwd: dir,
+    now: () => new Date(),
+    text: () => out,
+  };
+}
 
 function gatehouse(...args: string[]) {
   const r = spawnSync(process.execPath, [BIN, ...args], {
@@ -49,6 +66,21 @@ describe('the gatehouse command', () => {
     assert.equal(option.code, 2);
     assert.match(option.err, /unknown option --loud/);
     assert.match(gatehouse('keys', 'rotate', '--help').out, /^Usage: gatehouse keys rotate/);
+  });
+
+  it('every command and subcommand answers --help with its usage and exit 0', async () => {
+    const commands = await loadCommands();
+    for (const name of commands.keys()) {
+      const io = captureIO();
+      assert.equal(await runCli([name, '--help'], io), 0, name);
+      assert.match(io.text(), new RegExp(`^Usage: gatehouse ${name}`), name);
+      for (const sub of [...io.text().matchAll(/^ {2}([a-z-]+) {2,}/gm)].map((m) => m[1] as string)) {
+        const subIO = captureIO();
+        assert.equal(await runCli([name, sub, '--help'], subIO), 0, `${name} ${sub}`);
+        assert.match(subIO.text(), new RegExp(`^Usage: gatehouse ${name} ${sub}`), `${name} ${sub}`);
+      }
+    }
+    assert.deepEqual([...commands.keys()].sort(), ['keys', 'migrate', 'rules', 'users']);
   });
 
   it('keys generate prints a private key of JWT_ALGORITHM, or of --algorithm', () => {

@@ -31,7 +31,7 @@ export function requestMagicLogin(deps: AuthDeps, input: { email: string; redire
   requireEmails(deps);
   deps.tasks.later('magic-link-login', async () => {
     const account = await findAccountByEmail(deps.db, input.email);
-    if (!account?.active || !account.email) return;
+    if (!account?.active || account.disabled || !account.email) return;
     const email = account.email;
     await deps.db.transaction(async (tx) => {
       const profile = await loadProfile(tx, account.id);

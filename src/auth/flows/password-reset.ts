@@ -4,6 +4,7 @@
  * The reset sets the password, uses up every open ticket of the account and ends every session.
  */
 
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { appLink } from '../../mail/links.ts';
 import {
@@ -22,14 +23,11 @@ import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../ticket
 export function requestPasswordReset(deps: AuthDeps, input: { email: string; redirectTo?: string }): void {
   deps.tasks.later('password-reset', async () => {
     const account = await findAccountByEmail(deps.db, input.email);
-    if (!account?.active || !account.email) return;
+    if (!account?.active || account.disabled || !account.email) return;
     // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
     const email = account.email;
     await deps.db.transaction(async (tx) => {
-      const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
-        accountId: account.id,
-        purpose: 'password-reset',
-      });
+      const { ticket, link } = await issueResetLink(deps, tx, account.id, input.redirectTo);
       const profile = await loadProfile(tx, account.id);
       await deps.mailer.send(tx, {
         to: email,
@@ -39,13 +37,30 @@ export function requestPasswordReset(deps: AuthDeps, input: { email: string; red
           email,
           url: deps.config.SERVER_URL,
           ticket,
-          link: appLink(deps.config, input.redirectTo, { ticket, type: 'password-reset' }),
+          link,
           locale: await accountLocale(tx, account.id),
         },
         headers: { 'X-Ticket': ticket },
       });
     });
   });
+}
+
+/**
+ * A new reset ticket for an account (earlier ones stop working) and the link that carries it: the
+ * emailed link of the flow above, and the one `gatehouse users reset-link` prints for support.
+ */
+export async function issueResetLink(
+  deps: Pick<AuthDeps, 'config' | 'clock'>,
+  tx: Queryable,
+  accountId: string,
+  redirectTo?: string,
+): Promise<{ ticket: string; link: string; expiresAt: Date }> {
+  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId,
+    purpose: 'password-reset',
+  });
+  return { ticket, expiresAt, link: appLink(deps.config, redirectTo, { ticket, type: 'password-reset' }) };
 }
 
 /** POST /auth/change-password/change. */

@@ -3,10 +3,7 @@
  * per (account, provider)) and the sealed provider tokens beside them (auth.account_provider_tokens).
  */
 import { type Queryable, UniqueViolation } from '../../db/database.ts';
-import type { AccountRow } from '../accounts-store.ts';
-
-const ACCOUNT_COLUMNS =
-  'a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role, a.is_anonymous, a.mfa_enabled';
+import { ACCOUNT_COLUMNS, type AccountRow } from '../accounts-store.ts';
 
 /** The account a provider identity is linked to, locked until the transaction ends. */
 export async function findAccountByIdentity(

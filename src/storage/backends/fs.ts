@@ -4,8 +4,13 @@
  * Layout: `objects/<dir>/.../<name>~meta.json` is the object's metadata and its commit point; it names
  * the data file `<name>~<uuid>.data` beside it. A write streams into `tmp/`, is fsynced, renamed next to
  * the metadata, and only then does the metadata (written the same way) point at it; the old data file
- * is removed afterwards. A crash at any step leaves either the old object or the new one, never a mix,
- * and at worst an unreferenced file that nothing serves.
+ * is removed afterwards. A crash at any step leaves either the old object or the new one, never a mix.
+ *
+ * What a crash leaves behind is swept at the next start (`init`): temporary files are named after their
+ * owner (`pid@host~…`), and those of a process that is gone (or older than an hour, for another host's)
+ * are removed; a commit in progress is marked by `tmp/<owner>~<uuid>.pending` naming its key, and a
+ * stale marker's key gets its data files that the metadata does not name (a new one moved in before its
+ * metadata, an old one not yet removed) deleted.
  *
  * Key segments are escaped so that any S3 key maps to a distinct path: folders and files never collide
  * (`a` and `a/b` can both be objects, as in S3), names stay within filesystem limits, and keys that
@@ -15,10 +20,11 @@
  * folder, so its own commits are the only changes, and each commit drops the key's copy.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough, type Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { ownerGone, thisOwner } from '../../process-owner.ts';
 import { StreamMd5 } from './md5.ts';
 import {
   type ByteRange,
@@ -44,6 +50,8 @@ const EARLY_SYNC = 32 * 1024 * 1024;
 const LIST_READS = 16;
 /** What a data file's name looks like (`<escaped name>~<uuid>.data`); anything else is never opened. */
 const DATA_NAME = /^[^/\\]+~[0-9a-f-]{36}\.data$/;
+const DATA_SUFFIX = /^[0-9a-f-]{36}\.data$/;
+const PENDING = '.pending';
 /** Metadata copies kept for `head`, and how long one is trusted without going back to the disk. */
 const META_CACHE_ENTRIES = 10_000;
 const META_CACHE_TTL_MS = 2_000;
@@ -143,6 +151,8 @@ export class FsObjectStore implements ObjectStore {
   private readonly tmp: string;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly meta: MetadataCache;
+  /** Names this process in its temporary files (see `sweep`). */
+  private readonly owner = thisOwner();
 
   constructor(
     readonly root: string,
@@ -159,11 +169,56 @@ export class FsObjectStore implements ObjectStore {
   async init(): Promise<void> {
     await mkdir(this.objects, { recursive: true });
     await mkdir(this.tmp, { recursive: true });
+    await this.sweep();
+  }
+
+  /** Removes what crashed processes left in `tmp/`, and finishes their interrupted commits. */
+  private async sweep(): Promise<void> {
     const now = Date.now();
-    for (const name of await readdir(this.tmp)) {
+    const names = await readdir(this.tmp);
+    // Markers last: the data files they may point at are in place already, temporary ones are not.
+    names.sort((a, b) => Number(a.endsWith(PENDING)) - Number(b.endsWith(PENDING)));
+    for (const name of names) {
       const file = path.join(this.tmp, name);
       const s = await stat(file).catch(() => undefined);
-      if (s && now - s.mtimeMs > STALE_TMP_MS) await rm(file, { force: true });
+      if (!s) continue;
+      const owner = name.includes('~') ? name.slice(0, name.indexOf('~')) : '';
+      if (!(ownerGone(owner) || now - s.mtimeMs > STALE_TMP_MS)) continue;
+      if (name.endsWith(PENDING)) {
+        const marked = await readFile(file, 'utf8').catch(() => '');
+        const key = (JSON.parse(marked || '{}') as { key?: unknown }).key;
+        if (typeof key === 'string') await this.reconcile(key);
+      }
+      await rm(file, { force: true });
+    }
+  }
+
+  /** Deletes the key's data files that its metadata does not name (after a crash mid-commit). */
+  private async reconcile(key: string): Promise<void> {
+    await this.locked(key, async () => {
+      const { dir, base } = this.location(key);
+      const current = (await this.readSidecar(key))?.data;
+      const entries = await readdir(dir).catch(() => [] as string[]);
+      for (const e of entries) {
+        if (e !== current && e.startsWith(`${base}~`) && DATA_SUFFIX.test(e.slice(base.length + 1)))
+          await rm(path.join(dir, e), { force: true });
+      }
+      if (!current) await this.prune(dir);
+    });
+  }
+
+  /**
+   * Runs a commit on `key` with a marker in `tmp/` naming it, so that a crash in the middle is finished
+   * by the next start's sweep. Not fsynced: it guards against a killed process, whose writes the kernel
+   * keeps; a power loss may lose the marker and leave an unreferenced data file, never a wrong object.
+   */
+  private async marked<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const marker = path.join(this.tmp, `${this.owner}~${randomUUID()}${PENDING}`);
+    await writeFile(marker, JSON.stringify({ key }), { flag: 'wx' });
+    try {
+      return await fn();
+    } finally {
+      await rm(marker, { force: true });
     }
   }
 
@@ -212,7 +267,7 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async put(key: string, body: Readable, opts: PutOptions): Promise<ObjectInfo> {
-    const tmpFile = path.join(this.tmp, randomUUID());
+    const tmpFile = path.join(this.tmp, `${this.owner}~${randomUUID()}`);
     const md5 = new StreamMd5();
     let size = 0;
     let etag: string;
@@ -276,12 +331,14 @@ export class FsObjectStore implements ObjectStore {
       data: dataName,
     };
     try {
-      await this.locked(key, async () => {
-        await this.moveIn(tmpFile, dir, dataName);
-        const old = await this.readSidecar(key);
-        await this.writeSidecar(dir, base, sidecar);
-        if (old && old.data !== dataName) await rm(path.join(dir, old.data), { force: true });
-      });
+      await this.locked(key, () =>
+        this.marked(key, async () => {
+          await this.moveIn(tmpFile, dir, dataName);
+          const old = await this.readSidecar(key);
+          await this.writeSidecar(dir, base, sidecar);
+          if (old && old.data !== dataName) await rm(path.join(dir, old.data), { force: true });
+        }),
+      );
     } catch (err) {
       await rm(tmpFile, { force: true });
       throw err;
@@ -303,7 +360,7 @@ export class FsObjectStore implements ObjectStore {
   }
 
   private async writeSidecar(dir: string, base: string, s: Sidecar): Promise<void> {
-    const tmpFile = path.join(this.tmp, `${randomUUID()}.json`);
+    const tmpFile = path.join(this.tmp, `${this.owner}~${randomUUID()}.json`);
     try {
       const fh = await open(tmpFile, 'wx');
       try {
@@ -382,9 +439,11 @@ export class FsObjectStore implements ObjectStore {
       const s = await this.readSidecar(key);
       if (!s) return false;
       const { dir, base } = this.location(key);
-      await unlink(path.join(dir, base + META));
-      await rm(path.join(dir, s.data), { force: true });
-      await this.prune(dir);
+      await this.marked(key, async () => {
+        await unlink(path.join(dir, base + META));
+        await rm(path.join(dir, s.data), { force: true });
+        await this.prune(dir);
+      });
       return true;
     });
   }

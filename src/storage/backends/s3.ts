@@ -5,6 +5,7 @@
  */
 import type { Readable } from 'node:stream';
 import {
+  AbortMultipartUploadCommand,
   CopyObjectCommand,
   CreateBucketCommand,
   DeleteObjectCommand,
@@ -12,6 +13,8 @@ import {
   HeadBucketCommand,
   HeadObjectCommand,
   type HeadObjectCommandOutput,
+  ListMultipartUploadsCommand,
+  type ListMultipartUploadsCommandOutput,
   ListObjectsCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -133,6 +136,47 @@ export class S3ObjectStore implements ObjectStore {
       }
     });
     this.ready = true;
+  }
+
+  /**
+   * Aborts the bucket's multipart uploads started more than `olderThanMs` ago: those of an instance
+   * killed mid-upload, whose parts S3 keeps (and bills) until aborted, though no object ever shows them.
+   * Younger ones may belong to a live instance and are left alone. Returns how many were aborted, or
+   * undefined when the store cannot list uploads (s3rver; a lifecycle rule does this job then).
+   */
+  async abortStaleUploads(olderThanMs: number, now = new Date()): Promise<number | undefined> {
+    let aborted = 0;
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    for (;;) {
+      let page: ListMultipartUploadsCommandOutput;
+      try {
+        page = await this.client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.bucket,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+        );
+      } catch (err) {
+        const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+        if (e.name === 'NotImplemented' || e.$metadata?.httpStatusCode === 501) return undefined;
+        throw translate(err);
+      }
+      for (const u of page.Uploads ?? []) {
+        if (!u.Key || !u.UploadId || !u.Initiated) continue;
+        if (now.getTime() - u.Initiated.getTime() < olderThanMs) continue;
+        await this.call(() =>
+          this.client.send(
+            new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }),
+          ),
+        );
+        aborted += 1;
+      }
+      if (!page.IsTruncated) return aborted;
+      keyMarker = page.NextKeyMarker;
+      uploadIdMarker = page.NextUploadIdMarker;
+    }
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {

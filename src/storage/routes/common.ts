@@ -84,5 +84,6 @@ export async function callerOf(
     query: token === '' ? rest : { ...query },
     auth: await request.identity(),
     adminSecret: typeof secret === 'string' ? secret : undefined,
+    log: request.log,
   };
 }

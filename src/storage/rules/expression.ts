@@ -179,6 +179,27 @@ export interface Scope {
   /** Names an expression can read: request, resource, path variables (and a function's parameters). */
   readonly vars: Vars;
   readonly functions: ReadonlyMap<string, RuleFunction>;
+  /** When set, every sub-expression evaluated is recorded there with its value (rules explain). */
+  readonly trace?: Trace;
+}
+
+/** One sub-expression as evaluated: its text, how deep it sits, and its value or the error it raised. */
+export interface TraceStep {
+  /** 0 for the rule itself; a sub-expression (or a called function's body) is one deeper than its parent. */
+  readonly depth: number;
+  readonly expression: string;
+  value?: Value;
+  error?: string;
+}
+
+/**
+ * The record of an evaluation, in the order sub-expressions start (a tree, read with `depth`). The
+ * evaluator is the one the service uses; a trace only watches it. Literals are not recorded, and
+ * short-circuited operands do not appear, since they were not evaluated.
+ */
+export class Trace {
+  readonly steps: TraceStep[] = [];
+  depth = 0;
 }
 
 /** A function's parameters over the caller's names (a later parameter of the same name wins). */
@@ -202,6 +223,24 @@ export function evaluate(expr: CompiledExpression, scope: Scope): Value {
 }
 
 function evalNode(node: Node, scope: Scope, depth: number): Value {
+  if (scope.trace === undefined || node.type === 'Literal') return evalStep(node, scope, depth);
+  const trace = scope.trace;
+  const step: TraceStep = { depth: trace.depth, expression: printNode(node) };
+  trace.steps.push(step);
+  trace.depth++;
+  try {
+    const v = evalStep(node, scope, depth);
+    step.value = v;
+    return v;
+  } catch (err) {
+    step.error = (err as Error).message;
+    throw err;
+  } finally {
+    trace.depth--;
+  }
+}
+
+function evalStep(node: Node, scope: Scope, depth: number): Value {
   switch (node.type) {
     case 'Literal':
       return (node as jsep.Literal).value as Value;
@@ -237,6 +276,50 @@ function evalNode(node: Node, scope: Scope, depth: number): Value {
     default:
       throw new RuleError(`${node.type} is not allowed in a rule`);
   }
+}
+
+/** The text of a parsed expression (what a trace shows for it), written back from its tree. */
+export function printNode(node: Node): string {
+  switch (node.type) {
+    case 'Literal': {
+      const l = node as jsep.Literal;
+      return typeof l.raw === 'string' ? l.raw : JSON.stringify(l.value);
+    }
+    case 'Identifier':
+      return (node as jsep.Identifier).name;
+    case 'UnaryExpression': {
+      const u = node as jsep.UnaryExpression;
+      return `${u.operator}${operand(u.argument)}`;
+    }
+    case 'BinaryExpression': {
+      const b = node as jsep.BinaryExpression;
+      return `${operand(b.left)} ${b.operator} ${operand(b.right)}`;
+    }
+    case 'ConditionalExpression': {
+      const c = node as jsep.ConditionalExpression;
+      return `${operand(c.test)} ? ${operand(c.consequent)} : ${operand(c.alternate)}`;
+    }
+    case 'ArrayExpression':
+      return `[${(node as jsep.ArrayExpression).elements.map((e) => (e ? printNode(e) : '')).join(', ')}]`;
+    case 'MemberExpression': {
+      const m = node as jsep.MemberExpression & { optional?: boolean };
+      const obj = operand(m.object);
+      if (m.computed) return `${obj}${m.optional ? '?.' : ''}[${printNode(m.property)}]`;
+      return `${obj}${m.optional ? '?.' : '.'}${printNode(m.property)}`;
+    }
+    case 'CallExpression': {
+      const c = node as jsep.CallExpression;
+      return `${operand(c.callee)}(${c.arguments.map(printNode).join(', ')})`;
+    }
+    default:
+      return node.type;
+  }
+}
+
+/** A sub-expression inside a larger one, bracketed when it is itself an operation. */
+function operand(node: Node): string {
+  const text = printNode(node);
+  return node.type === 'BinaryExpression' || node.type === 'ConditionalExpression' ? `(${text})` : text;
 }
 
 function known(v: Value): Value {
@@ -282,7 +365,7 @@ function call(c: jsep.CallExpression, scope: Scope, depth: number): Value {
     const fn = scope.functions.get(name);
     if (!fn) throw new RuleError(`function "${name}" is not defined`);
     const vars = new ParamVars(fn.params, args, scope.vars);
-    return evalNode(fn.body.ast, { vars, functions: scope.functions }, depth + 1);
+    return evalNode(fn.body.ast, { vars, functions: scope.functions, trace: scope.trace }, depth + 1);
   }
   const m = c.callee as jsep.MemberExpression;
   const method = (m.property as jsep.Identifier).name;
@@ -437,6 +520,11 @@ export class LazyRecord {
   constructor(source: object, depth: number) {
     this.#source = source;
     this.#depth = depth;
+  }
+
+  /** The whole record as rule data (for a trace to show; rules themselves only `read`). */
+  static snapshot(record: LazyRecord): Value {
+    return toValue(record.#source, record.#depth);
   }
 
   read(key: string): Value {

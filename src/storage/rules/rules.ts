@@ -14,6 +14,8 @@ import {
   RuleError,
   type RuleFunction,
   RuleNeedsValue,
+  Trace,
+  type TraceStep,
   type Value,
   type Vars,
 } from './expression.ts';
@@ -111,6 +113,33 @@ export type Decision =
   /** A rule read a value marked NOT_YET_KNOWN: decide again once it is known. */
   | { allowed: 'later' };
 
+/**
+ * How a decision was reached, for `gatehouse rules explain` and the service's debug log: the entries
+ * that answer the operation in file order (those after the one that decided were never consulted), and
+ * for the one whose path matched, each rule tried with every sub-expression's value.
+ */
+export interface Explanation {
+  operation: Operation;
+  path: string;
+  entries: ExplainedEntry[];
+  decision?: Decision;
+}
+
+export interface ExplainedEntry {
+  pattern: string;
+  /** The path variables, when the pattern matched. */
+  vars?: Record<string, string>;
+  rules: ExplainedRule[];
+}
+
+export interface ExplainedRule {
+  key: RuleKey;
+  expression: string;
+  steps: TraceStep[];
+  value?: Value;
+  error?: string;
+}
+
 const ALLOWED: Decision = Object.freeze({ allowed: true });
 const LATER: Decision = Object.freeze({ allowed: 'later' });
 
@@ -173,12 +202,32 @@ export class StorageRules {
     };
   }
 
-  decide(op: Operation, input: RuleInput): Decision {
+  /** Decides `op` for `input`; with `explain`, records how (the same evaluation, traced). */
+  decide(op: Operation, input: RuleInput, explain?: Explanation): Decision {
+    const decision = this.evaluateRules(op, input, explain);
+    if (explain) explain.decision = decision;
+    return decision;
+  }
+
+  /** The evaluation of `decide` with a fresh explanation of it. */
+  explain(op: Operation, input: RuleInput): Explanation & { decision: Decision } {
+    const explanation: Explanation = { operation: op, path: input.path, entries: [] };
+    this.decide(op, input, explanation);
+    return explanation as Explanation & { decision: Decision };
+  }
+
+  private evaluateRules(op: Operation, input: RuleInput, explain: Explanation | undefined): Decision {
     const { tries } = OPERATIONS[op];
     for (const entry of this.answering[op]) {
       const pathVars = entry.pattern.match(input.path);
+      const explained: ExplainedEntry | undefined = explain && {
+        pattern: entry.pattern.source,
+        vars: pathVars && { ...pathVars },
+        rules: [],
+      };
+      if (explained) explain?.entries.push(explained);
       if (!pathVars) continue;
-      const scope = { vars: new DecisionVars(pathVars, input), functions: this.functions };
+      const vars = new DecisionVars(pathVars, input);
       const tried = tries.filter((key) => entry.rules[key]);
       const denied = (reason: string): Decision => ({
         allowed: false,
@@ -187,9 +236,20 @@ export class StorageRules {
         tried,
       });
       for (const key of tried) {
+        const rule = entry.rules[key] as CompiledExpression;
+        const trace = explained ? new Trace() : undefined;
+        const record: ExplainedRule | undefined = explained && {
+          key,
+          expression: rule.source,
+          steps: (trace as Trace).steps,
+        };
+        if (record) explained?.rules.push(record);
         try {
-          if (evaluate(entry.rules[key] as CompiledExpression, scope)) return ALLOWED;
+          const value = evaluate(rule, { vars, functions: this.functions, trace });
+          if (record) record.value = value;
+          if (value) return ALLOWED;
         } catch (err) {
+          if (record) record.error = (err as Error).message;
           if (err instanceof RuleNeedsValue) return LATER;
           if (err instanceof RuleError) return denied(`${entry.pattern.source} ${key}: ${err.message}`);
           throw err;

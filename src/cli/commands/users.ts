@@ -1,0 +1,288 @@
+/**
+ * `gatehouse users`: accounts, for an operator. Each subcommand opens the service's database (migrating
+ * it as the service would) and calls the account code the routes use (auth/operator.ts).
+ */
+import { readFileSync } from 'node:fs';
+import { listAccounts } from '../../auth/accounts-store.ts';
+import {
+  checkNewPassword,
+  createUser,
+  disableUser,
+  enableUser,
+  findAccount,
+  OperatorError,
+  resetLink,
+  setUserRoles,
+} from '../../auth/operator.ts';
+import { Passwords } from '../../auth/passwords.ts';
+import { type CliIO, type Command, configOf, parseOptions, subcommands, UsageError } from '../command.ts';
+import { withDatabase } from '../database.ts';
+
+/** Runs an operator action; its refusals are one line on stderr and exit 1. */
+async function operate(io: CliIO, fn: () => Promise<number>): Promise<number> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof OperatorError)) throw err;
+    io.err(`${err.message}\n`);
+    return 1;
+  }
+}
+
+/** The operands of `args` (words not starting with --), and the rest for parseOptions. */
+function split(args: string[], valued: readonly string[]): { operands: string[]; options: string[] } {
+  const operands: string[] = [];
+  const options: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a.startsWith('--')) {
+      options.push(a);
+      const name = a.slice(2);
+      if (valued.includes(name) && args[i + 1] !== undefined) options.push(args[++i] as string);
+    } else operands.push(a);
+  }
+  return { operands, options };
+}
+
+function oneOperand(operands: string[], what: string): string {
+  if (operands.length === 0) throw new UsageError(`give the ${what}`);
+  if (operands.length > 1) throw new UsageError(`unexpected argument "${operands[1]}"`);
+  return operands[0] as string;
+}
+
+const roleList = (v: string | undefined) =>
+  v === undefined
+    ? undefined
+    : v
+        .split(',')
+        .map((r) => r.trim())
+        .filter((r) => r !== '');
+
+function readStdin(): string {
+  return readFileSync(0, 'utf8').replace(/\r?\n$/, '');
+}
+
+const create = {
+  summary: 'Create an account',
+  help: `Usage: gatehouse users create <email> [--password PASSWORD | --password-stdin]
+                             [--default-role ROLE] [--roles A,B] [--active]
+
+Creates an account and its public.users row, as a registration does, and prints the user id (the
+x-hasura-user-id of its tokens).
+
+  --password PASSWORD   its password (seen by other users of this machine in the process list; prefer
+                        --password-stdin). Checked as the routes check one: MIN_PASSWORD_LENGTH, and
+                        the breach check when HIBP_ENABLED.
+  --password-stdin      read the password from standard input (up to the end, one trailing newline
+                        dropped). Without either, the account has no password (magic link, provider
+                        sign-in, or a reset link from gatehouse users reset-link).
+  --default-role ROLE   its default role (default DEFAULT_USER_ROLE); added to its roles when missing.
+  --roles A,B           its roles (default DEFAULT_ALLOWED_USER_ROLES). --role is accepted too. The roles
+                        must exist in auth.roles; ALLOWED_USER_ROLES does not limit an operator.
+  --active              the account can sign in at once. Without it, it waits for activation like a
+                        registration on a server without emails: gatehouse users enable activates it.`,
+  async run(args: string[], io: CliIO) {
+    const valued = ['password', 'default-role', 'roles', 'role'];
+    const { operands, options } = split(args, valued);
+    const email = oneOperand(operands, 'email address of the account');
+    const { values, flags } = parseOptions(options, { values: valued, flags: ['password-stdin', 'active'] });
+    if (values['password'] !== undefined && flags.has('password-stdin'))
+      throw new UsageError('give --password or --password-stdin, not both');
+    if (values['roles'] !== undefined && values['role'] !== undefined)
+      throw new UsageError('give --roles or --role, not both');
+    const password = flags.has('password-stdin') ? readStdin() : values['password'];
+    const config = configOf(io);
+    return operate(io, async () => {
+      let passwordHash: string | null = null;
+      if (password !== undefined) {
+        await checkNewPassword({ config }, password);
+        const passwords = new Passwords(config);
+        try {
+          passwordHash = await passwords.hash(password);
+        } finally {
+          await passwords.close();
+        }
+      }
+      return withDatabase(config, async (deps) => {
+        const made = await createUser(deps, {
+          email,
+          passwordHash,
+          defaultRole: values['default-role'],
+          roles: roleList(values['roles'] ?? values['role']),
+          active: flags.has('active'),
+        });
+        io.out(`${made.userId}\n`);
+        io.err(
+          `created ${email} (roles ${made.roles.join(', ')}; default ${made.defaultRole})${
+            flags.has('active')
+              ? ''
+              : `; it waits for activation: gatehouse users enable ${email} lets it sign in`
+          }\n`,
+        );
+        return 0;
+      });
+    });
+  },
+};
+
+const list = {
+  summary: 'List the accounts',
+  help: `Usage: gatehouse users list [--json]
+
+One line per account, oldest first: user id, email, state (active, pending activation, disabled),
+default role and roles. --json prints an array of objects instead (user_id, account_id, email,
+display_name, active, disabled_at, anonymous, mfa, default_role, roles, created_at).`,
+  async run(args: string[], io: CliIO) {
+    const { flags } = parseOptions(args, { flags: ['json'] });
+    return withDatabase(configOf(io), async ({ db }) => {
+      const accounts = await listAccounts(db);
+      if (flags.has('json')) {
+        const out = accounts.map((a) => ({
+          user_id: a.user_id,
+          account_id: a.id,
+          email: a.email,
+          display_name: a.display_name,
+          active: a.active,
+          disabled_at: a.disabled_at?.toISOString() ?? null,
+          anonymous: a.is_anonymous,
+          mfa: a.mfa_enabled,
+          default_role: a.default_role,
+          roles: a.roles,
+          created_at: a.created_at.toISOString(),
+        }));
+        io.out(`${JSON.stringify(out, null, 2)}\n`);
+        return 0;
+      }
+      for (const a of accounts) {
+        const state = a.disabled_at ? 'disabled' : a.active ? 'active' : 'pending';
+        const who = a.email ?? (a.is_anonymous ? '(anonymous)' : '(no email)');
+        io.out(
+          `${a.user_id}  ${who}  ${state}${a.mfa_enabled ? ' mfa' : ''}  ${a.default_role} [${a.roles.join(',')}]\n`,
+        );
+      }
+      if (accounts.length === 0) io.err('no accounts\n');
+      return 0;
+    });
+  },
+};
+
+const disable = {
+  summary: 'Stop an account from signing in, and end its sessions',
+  help: `Usage: gatehouse users disable <email|user id>
+
+Blocks the account: no sign-in of any kind (password, MFA, magic link, provider) and no refresh; its
+refresh tokens are revoked and its open links (password reset, magic link, activation) stop working.
+Access tokens already issued stay valid until they expire (JWT_EXPIRES_IN minutes): they are not looked
+up on each request. gatehouse users enable lifts the block.`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    parseOptions(options, {});
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        const ended = await disableUser(deps, account);
+        io.err(`disabled ${account.email ?? account.user_id}; ${ended} refresh token(s) revoked\n`);
+        return 0;
+      }),
+    );
+  },
+};
+
+const enable = {
+  summary: 'Let a disabled (or not yet activated) account sign in',
+  help: `Usage: gatehouse users enable <email|user id>
+
+Lifts a block set by gatehouse users disable. An account still waiting for activation is activated:
+the operator vouches for the address, as its activation link would have.`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    parseOptions(options, {});
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        await enableUser(deps, account);
+        io.err(`enabled ${account.email ?? account.user_id}\n`);
+        return 0;
+      }),
+    );
+  },
+};
+
+const setRole = {
+  summary: "Set an account's default role and roles",
+  help: `Usage: gatehouse users set-role <email|user id> --default-role ROLE [--roles A,B]
+
+Sets the default role (x-hasura-default-role) and, with --roles, the roles (x-hasura-allowed-roles);
+without --roles the account keeps its roles, plus ROLE when it lacks it. The roles must exist in
+auth.roles. Tokens already issued keep their claims until the next refresh.`,
+  async run(args: string[], io: CliIO) {
+    const valued = ['default-role', 'roles'];
+    const { operands, options } = split(args, valued);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    const { values } = parseOptions(options, { values: valued });
+    const defaultRole = values['default-role'];
+    if (defaultRole === undefined) throw new UsageError('--default-role is required');
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        const set = await setUserRoles(deps, account, { defaultRole, roles: roleList(values['roles']) });
+        io.err(
+          `${account.email ?? account.user_id}: default role ${set.defaultRole}, roles ${set.roles.join(', ')} (from the next refresh on)\n`,
+        );
+        return 0;
+      }),
+    );
+  },
+};
+
+const resetLinkCmd = {
+  summary: 'Print a password-reset link for an account (for support)',
+  help: `Usage: gatehouse users reset-link <email|user id>
+
+Issues a password-reset ticket exactly as the lost-password email does (single use, valid
+TICKET_PASSWORD_RESET_EXPIRES_IN minutes; the account's earlier reset links stop working) and prints
+the link, built like the email's (REDIRECT_URL_SUCCESS, else SERVER_URL, with ?ticket=…&type=password-reset).
+Needs LOST_PASSWORD_ENABLED (without it the service refuses reset tickets). The link lets whoever
+holds it set the password: it is printed to standard output only, never logged;
+hand it to the account's owner over a channel you trust.`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    parseOptions(options, {});
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        const { link, expiresAt } = await resetLink(deps, account);
+        io.out(`${link}\n`);
+        io.err(`valid once, until ${expiresAt.toISOString()}\n`);
+        return 0;
+      }),
+    );
+  },
+};
+
+const subs = {
+  create,
+  list,
+  disable,
+  enable,
+  'set-role': setRole,
+  'reset-link': resetLinkCmd,
+};
+
+const users: Command = {
+  name: 'users',
+  summary: 'Accounts: create, list, disable, enable, set-role, reset-link',
+  help: `Usage: gatehouse users <subcommand> [options]
+
+${Object.entries(subs)
+  .map(([n, s]) => `  ${n.padEnd(10)}  ${s.summary}`)
+  .join('\n')}
+
+Run gatehouse users <subcommand> --help for its options.`,
+  run: subcommands('users', subs),
+};
+
+export default users;

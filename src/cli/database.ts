@@ -1,0 +1,39 @@
+/**
+ * The database as the commands open it: the service's (DATABASE_URL, or the embedded PGlite in
+ * DATA_DIR/db, which the service must not be holding at the same time), brought up to date the way the
+ * service does at start (migrations, then the configured roles in auth.roles), so that a command works
+ * on a fresh installation as well as on a running one.
+ */
+import path from 'node:path';
+import { ensureAuthSchema } from '../auth/startup.ts';
+import { type Clock, systemClock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { type Database, openPglite, openPostgres } from '../db/database.ts';
+import { migrate } from '../db/migrate.ts';
+
+export interface CliDatabase {
+  config: Config;
+  db: Database;
+  clock: Clock;
+  /** Migrations this opening applied (names). */
+  applied: string[];
+}
+
+/** Opens the configured database without migrating it. */
+export async function openConfiguredDatabase(config: Config): Promise<Database> {
+  return config.DATABASE_URL
+    ? openPostgres(config.DATABASE_URL, 2)
+    : await openPglite(path.join(config.DATA_DIR, 'db'));
+}
+
+/** Runs `fn` with the configured database, migrated and with its roles, and closes it afterwards. */
+export async function withDatabase<T>(config: Config, fn: (d: CliDatabase) => Promise<T>): Promise<T> {
+  const db = await openConfiguredDatabase(config);
+  try {
+    const applied = await migrate(db);
+    if (config.AUTH_ENABLED) await ensureAuthSchema({ config, db });
+    return await fn({ config, db, clock: systemClock, applied });
+  } finally {
+    await db.close();
+  }
+}

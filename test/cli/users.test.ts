@@ -1,0 +1,219 @@
+/**
+ * `gatehouse users`: the real command in a child process against the service's database (embedded
+ * PGlite in DATA_DIR, and PostgreSQL through DATABASE_URL), checked through the service's own routes.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type CliInstallation, cliInstallation } from '../helpers/cli.ts';
+import { dbKinds } from '../helpers/db.ts';
+
+const PASSWORD = 'a long enough password';
+
+type App = Parameters<Parameters<CliInstallation['withService']>[0]>[1];
+
+const login = (app: App, email: string, password = PASSWORD) =>
+  app.inject({ method: 'POST', url: '/auth/login', payload: { email, password, cookie: false } });
+const refresh = (app: App, token: string) =>
+  app.inject({ method: 'GET', url: `/auth/token/refresh?refresh_token=${encodeURIComponent(token)}` });
+const claims = (jwt: string) =>
+  JSON.parse(Buffer.from(jwt.split('.')[1] as string, 'base64url').toString())[
+    'https://hasura.io/jwt/claims'
+  ];
+
+/** One line, no stack trace. */
+function assertPlainError(err: string, pattern: RegExp) {
+  assert.match(err, pattern);
+  assert.doesNotMatch(err, /\n\s+at /);
+}
+
+for (const kind of dbKinds()) {
+  describe(`gatehouse users [${kind}]`, () => {
+    let g: CliInstallation;
+    before(async () => {
+      g = await cliInstallation(kind, { MIN_PASSWORD_LENGTH: '12', LOST_PASSWORD_ENABLED: 'true' });
+    });
+    after(() => g?.close());
+
+    it('creates an active account whose password (read from stdin) signs in, and lists it', async () => {
+      const made = await g.gatehouseWithInput(
+        `${PASSWORD}\n`,
+        'users',
+        'create',
+        'ada@example.com',
+        '--password-stdin',
+        '--active',
+      );
+      assert.equal(made.code, 0, made.err);
+      const userId = made.out.trim();
+      assert.match(userId, /^[0-9a-f-]{36}$/);
+      const listed = await g.gatehouse('users', 'list', '--json');
+      assert.equal(listed.code, 0, listed.err);
+      const ada = (JSON.parse(listed.out) as { user_id: string; email: string; active: boolean }[]).find(
+        (u) => u.email === 'ada@example.com',
+      );
+      assert.deepEqual(
+        { ...ada, account_id: undefined, created_at: undefined },
+        {
+          user_id: userId,
+          account_id: undefined,
+          email: 'ada@example.com',
+          display_name: 'ada@example.com',
+          active: true,
+          disabled_at: null,
+          anonymous: false,
+          mfa: false,
+          default_role: 'user',
+          roles: ['user'],
+          created_at: undefined,
+        },
+      );
+      const text = await g.gatehouse('users', 'list');
+      assert.match(
+        text.out,
+        new RegExp(`^${userId} {2}ada@example\\.com {2}active {2}user \\[user\\]$`, 'm'),
+      );
+      await g.withService(async (_ctx, app) => {
+        const res = await login(app, 'ada@example.com');
+        assert.equal(res.statusCode, 200, res.body);
+        assert.equal(claims(res.json().jwt_token)['x-hasura-user-id'], userId);
+      });
+    });
+
+    it('refuses a taken address, an unknown role, a short password and a missing email, with exit 1 or 2 and no stack trace', async () => {
+      const taken = await g.gatehouse('users', 'create', 'ada@example.com', '--active');
+      assert.equal(taken.code, 1);
+      assertPlainError(taken.err, /^an account with the email "ada@example\.com" exists already\n$/);
+      const role = await g.gatehouse('users', 'create', 'bob@example.com', '--roles', 'user,admin');
+      assert.equal(role.code, 1);
+      assertPlainError(role.err, /unknown role "admin"/);
+      const short = await g.gatehouse('users', 'create', 'bob@example.com', '--password', 'short');
+      assert.equal(short.code, 1);
+      assertPlainError(short.err, /the password must be 12 to 128 characters long/);
+      const none = await g.gatehouse('users', 'create');
+      assert.equal(none.code, 2);
+      assert.match(
+        none.err,
+        /^gatehouse users create: give the email address of the account\n\nUsage: gatehouse users create/,
+      );
+      const unknown = await g.gatehouse('users', 'disable', 'nobody@example.com');
+      assert.equal(unknown.code, 1);
+      assertPlainError(unknown.err, /^no account has the email "nobody@example\.com"\n$/);
+    });
+
+    it('a disabled account cannot sign in or refresh, its refresh tokens are revoked, and enable restores it', async () => {
+      const refreshToken = await g.withService(async (_ctx, app) => {
+        const res = await login(app, 'ada@example.com');
+        assert.equal(res.statusCode, 200, res.body);
+        return res.json().refresh_token as string;
+      });
+      const off = await g.gatehouse('users', 'disable', 'ada@example.com');
+      assert.equal(off.code, 0, off.err);
+      assert.match(off.err, /disabled ada@example\.com; [1-9]\d* refresh token\(s\) revoked/);
+      await g.withService(async (ctx, app) => {
+        const denied = await login(app, 'ada@example.com');
+        assert.equal(denied.statusCode, 403);
+        assert.equal(denied.json().code, 'ACCOUNT_DISABLED');
+        // A wrong password hears what it always hears: the block tells nothing to who lacks the password.
+        const wrong = await login(app, 'ada@example.com', 'not the password at all');
+        assert.equal(wrong.statusCode, 401);
+        assert.equal(wrong.json().code, 'INVALID_CREDENTIALS');
+        assert.equal((await refresh(app, refreshToken)).statusCode, 401);
+        // Even a refresh token the revocation missed (one issued by hand) is refused while disabled.
+        const row = await ctx.db.query<{ id: string }>(
+          'test-account',
+          "SELECT id FROM auth.accounts WHERE email = 'ada@example.com'",
+        );
+        const { issueSession } = await import('../../src/auth/sessions.ts');
+        await assert.rejects(
+          issueSession(
+            { config: ctx.config, db: ctx.db, clock: ctx.clock, keys: ctx.keys, passwords: ctx.passwords },
+            (row.rows[0] as { id: string }).id,
+          ),
+          /ACCOUNT_DISABLED|This account is disabled/,
+        );
+      });
+      const listed = JSON.parse((await g.gatehouse('users', 'list', '--json')).out) as {
+        email: string;
+        disabled_at: string | null;
+      }[];
+      assert.ok(listed.find((u) => u.email === 'ada@example.com')?.disabled_at);
+      const link = await g.gatehouse('users', 'reset-link', 'ada@example.com');
+      assert.equal(link.code, 1);
+      assert.match(link.err, /is disabled/);
+      const on = await g.gatehouse('users', 'enable', 'ada@example.com');
+      assert.equal(on.code, 0, on.err);
+      await g.withService(async (_ctx, app) => {
+        assert.equal((await login(app, 'ada@example.com')).statusCode, 200);
+      });
+    });
+
+    it('an account created without --active waits until enable activates it', async () => {
+      const made = await g.gatehouse('users', 'create', 'cy@example.com', '--password', PASSWORD);
+      assert.equal(made.code, 0, made.err);
+      assert.match(made.err, /waits for activation/);
+      await g.withService(async (_ctx, app) => {
+        assert.equal((await login(app, 'cy@example.com')).json().code, 'ACCOUNT_NOT_ACTIVATED');
+      });
+      assert.equal((await g.gatehouse('users', 'enable', made.out.trim())).code, 0);
+      await g.withService(async (_ctx, app) => {
+        assert.equal((await login(app, 'cy@example.com')).statusCode, 200);
+      });
+    });
+
+    it('set-role changes the default role and roles the next tokens carry', async () => {
+      const set = await g.gatehouse(
+        'users',
+        'set-role',
+        'cy@example.com',
+        '--default-role',
+        'me',
+        '--roles',
+        'user,me',
+      );
+      assert.equal(set.code, 0, set.err);
+      await g.withService(async (_ctx, app) => {
+        const c = claims((await login(app, 'cy@example.com')).json().jwt_token);
+        assert.equal(c['x-hasura-default-role'], 'me');
+        assert.deepEqual(c['x-hasura-allowed-roles'], ['user', 'me']);
+      });
+      const kept = await g.gatehouse('users', 'set-role', 'cy@example.com', '--default-role', 'anonymous');
+      assert.equal(kept.code, 0, kept.err);
+      assert.match(kept.err, /default role anonymous, roles user, me, anonymous/);
+      assert.equal((await g.gatehouse('users', 'set-role', 'cy@example.com')).code, 2);
+    });
+
+    it('reset-link prints a real single-use reset link on stdout only, which sets the password once', async () => {
+      const res = await g.gatehouse('users', 'reset-link', 'ada@example.com');
+      assert.equal(res.code, 0, res.err);
+      const link = new URL(res.out.trim());
+      assert.equal(link.searchParams.get('type'), 'password-reset');
+      const ticket = link.searchParams.get('ticket') as string;
+      assert.match(ticket, /^[0-9a-f-]{36}$/);
+      assert.ok(!res.err.includes(ticket), 'the ticket is printed on stdout only');
+      await g.withService(async (_ctx, app) => {
+        const change = (t: string) =>
+          app.inject({
+            method: 'POST',
+            url: '/auth/change-password/change',
+            payload: { ticket: t, new_password: 'a brand new password' },
+          });
+        assert.equal((await change(ticket)).statusCode, 204);
+        assert.equal((await change(ticket)).json().code, 'INVALID_TICKET');
+        assert.equal((await login(app, 'ada@example.com', 'a brand new password')).statusCode, 200);
+      });
+      // A newer link retires the older one, as a second lost-password email does.
+      const first = new URL((await g.gatehouse('users', 'reset-link', 'ada@example.com')).out.trim());
+      const second = new URL((await g.gatehouse('users', 'reset-link', 'ada@example.com')).out.trim());
+      await g.withService(async (_ctx, app) => {
+        const use = (u: URL) =>
+          app.inject({
+            method: 'POST',
+            url: '/auth/change-password/change',
+            payload: { ticket: u.searchParams.get('ticket'), new_password: 'yet another password' },
+          });
+        assert.equal((await use(first)).json().code, 'INVALID_TICKET');
+        assert.equal((await use(second)).statusCode, 204);
+      });
+    });
+  });
+}
