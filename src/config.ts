@@ -722,6 +722,18 @@ const SETTINGS = {
     'Window of `RATE_LIMIT_REFRESH_MAX`, in milliseconds (5 minutes).',
     { min: 1 },
   ),
+  RATE_LIMIT_TRANSFORM_MAX: int(
+    LIMITS,
+    100,
+    'Image renders (transforms not answered from the cache) per client IP per `RATE_LIMIT_TRANSFORM_WINDOW`; beyond, 429 until the window ends. Cached variants are not counted.',
+    { min: 1 },
+  ),
+  RATE_LIMIT_TRANSFORM_WINDOW: int(
+    LIMITS,
+    60000,
+    'Window of `RATE_LIMIT_TRANSFORM_MAX`, in milliseconds (1 minute).',
+    { min: 1 },
+  ),
 
   // --- email ---
   EMAILS_ENABLED: shownAs(
@@ -831,23 +843,64 @@ const SETTINGS = {
   IMAGE_MAX_PIXELS: int(
     IMAGES,
     50_000_000,
-    'Largest image (width × height), source or result, that is transformed (422 beyond).',
+    "Largest source image (width × height) that is transformed (422 beyond); also the decoder's own limit.",
     { min: 1 },
   ),
-  IMAGE_CONCURRENCY: int(IMAGES, 2, 'Image transforms run at once; more wait in a queue.', {
-    min: 1,
-    max: 64,
-  }),
+  IMAGE_MAX_OUTPUT_PIXELS: int(
+    IMAGES,
+    16_777_216,
+    'Largest result (width × height, 16 MP = 4096 × 4096 by default) a transform makes; a larger one is refused with 422.',
+    { min: 1 },
+  ),
+  IMAGE_ALLOW_ENLARGEMENT: bool(
+    IMAGES,
+    false,
+    'Let `w`/`h` make a raster image larger than it is. Off: the result keeps the asked aspect ratio but is no larger than the source (HBP enlarged). SVG is drawn at the asked size either way.',
+  ),
+  IMAGE_SVG_ENABLED: bool(
+    IMAGES,
+    false,
+    'Rasterise SVG files (drawn in their own processes, `IMAGE_SVG_CONCURRENCY` at a time, at the lowest CPU priority; an SVG that refers to anything outside itself is refused). Off: a transform of a file stored as `image/svg+xml` answers the stored file, as a download.',
+  ),
+  IMAGE_SVG_CONCURRENCY: int(
+    IMAGES,
+    1,
+    'SVG files drawn at once (when `IMAGE_SVG_ENABLED`); more wait in their own queue.',
+    {
+      min: 1,
+      max: 64,
+    },
+  ),
+  IMAGE_CONCURRENCY: int(
+    IMAGES,
+    2,
+    'Raster image transforms run at once, each in a render process of its own; more wait in a queue.',
+    {
+      min: 1,
+      max: 64,
+    },
+  ),
   IMAGE_QUEUE_LIMIT: int(
     IMAGES,
     100,
-    'Image transforms allowed to wait for a turn; beyond that a transform gets 503 with `Retry-After`.',
+    'Image transforms allowed to wait for a turn (raster and SVG each); beyond that a transform gets 503 with `Retry-After`.',
     { min: 0 },
   ),
-  IMAGE_TIMEOUT: int(IMAGES, 30, 'Longest time one transform may take, in seconds (422 beyond).', {
-    min: 1,
-    max: 3600,
-  }),
+  IMAGE_TIMEOUT: int(
+    IMAGES,
+    30,
+    'Longest time one transform may take, in seconds: then its render process is killed (and replaced) and the request gets 422 `IMAGE_TIMEOUT`.',
+    {
+      min: 1,
+      max: 3600,
+    },
+  ),
+  IMAGE_FAILURE_TTL: int(
+    IMAGES,
+    600,
+    'Seconds a failed render (415/422) of a file version and parameters is remembered, so that asking again answers the same error at once (10,000 failures at most, least recently asked forgotten first). 0: not remembered.',
+    { min: 0 },
+  ),
   IMAGE_MAX_SOURCE_SIZE: bytes(
     IMAGES,
     100 * 1024 ** 2,

@@ -167,6 +167,7 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
+  await ctx.storage?.images.close();
   await ctx.passwords.close();
   await ctx.db.close();
 }

@@ -155,7 +155,17 @@ export const ERRORS = {
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
   IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },
+  // 422, not 503: the same file and parameters would take as long again, so retrying cannot help; the
+  // failure is remembered (IMAGE_FAILURE_TTL) and answered at once, like any other refusal of the input.
   IMAGE_TIMEOUT: { status: 422, message: 'The image transformation took too long.' },
+  IMAGE_SVG_UNSAFE: {
+    status: 422,
+    message: 'The SVG refers to something outside itself; it is not rasterised.',
+  },
+  IMAGE_RENDERER_UNAVAILABLE: {
+    status: 503,
+    message: 'Images cannot be transformed right now; try again shortly.',
+  },
   IMAGE_QUEUE_FULL: {
     status: 503,
     message: 'Too many image transformations are waiting; try again shortly.',

@@ -40,7 +40,7 @@ export function procMemory(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
-export async function waitForHealth(url: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+export async function waitForHealth(url: string, child: ChildProcess, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`service exited with code ${child.exitCode}`);

@@ -1,6 +1,8 @@
 /**
  * Image transformation: a 2000×1500 JPEG to a 400-px-wide WebP through the service against the same sharp
- * pipeline called directly, and a cached variant against a plain download of a file of the same size.
+ * pipeline called directly, a cached variant against a plain download of a file of the same size, and a
+ * small transform's p99 while four hostile SVG drawings are asked for without pause, against its p99
+ * alone.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,13 +36,39 @@ async function makeJpeg(): Promise<Buffer> {
     .toBuffer();
 }
 
+/** A ~1 KB SVG that librsvg takes seconds to draw at its own size (stacked turbulence and blur filters). */
+function hostileSvg(): Buffer {
+  let filters = '';
+  for (let i = 0; i < 4; i++)
+    filters += `<feTurbulence baseFrequency="0.9" numOctaves="10" seed="${i}" result="t${i}"/><feGaussianBlur in="t${i}" stdDeviation="50"/>`;
+  return Buffer.from(
+    '<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="1000" viewBox="0 0 1000 1000">' +
+      `<filter id="f" x="0" y="0" width="1" height="1">${filters}</filter>` +
+      '<rect width="1000" height="1000" filter="url(#f)"/></svg>',
+  );
+}
+
+function p99(samples: number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.max(0, Math.ceil(sorted.length * 0.99) - 1)] ?? Number.NaN;
+}
+
+/** IMAGE_TIMEOUT of the hostile-drawings row: kills happen several times within a phase. */
+const HOSTILE_TIMEOUT_S = 5;
+
 export const imageScenarios: Scenario = {
   name: 'images',
   async run(env: BenchEnv): Promise<Row[]> {
     const rows: Row[] = [];
     const work = mkdtempSync(path.join(tmpdir(), 'gatehouse-bench-img-'));
     const database = await serviceDatabase(env);
-    const svc = await startService({ ...database.vars, ...HS_ENV });
+    // SVG on and a short IMAGE_TIMEOUT, for the hostile-drawings row; the other rows use JPEG only.
+    const svc = await startService({
+      ...database.vars,
+      ...HS_ENV,
+      IMAGE_SVG_ENABLED: 'true',
+      IMAGE_TIMEOUT: String(HOSTILE_TIMEOUT_S),
+    });
     try {
       const jpeg = await makeJpeg();
       const src = path.join(work, 'photo.jpg');
@@ -106,6 +134,8 @@ export const imageScenarios: Scenario = {
           },
         ),
       );
+
+      rows.push(await hostileRow(env, svc.url, jpeg, work));
     } finally {
       await svc.stop();
       await database.drop();
@@ -114,3 +144,76 @@ export const imageScenarios: Scenario = {
     return rows;
   },
 };
+
+/**
+ * A small transform (640×480 JPEG → a new width each time, WebP) one after another, alone, then while
+ * four clients keep asking for hostile SVG drawings (each time with new parameters, so no answer comes
+ * from the memory of failures): p99 against p99.
+ */
+async function hostileRow(env: BenchEnv, url: string, jpeg: Buffer, work: string): Promise<Row> {
+  const small = await sharp(jpeg).resize(640, 480).jpeg({ quality: 85 }).toBuffer();
+  const smallPath = path.join(work, 'small.jpg');
+  writeFileSync(smallPath, small);
+  const svgPath = path.join(work, 'hostile.svg');
+  writeFileSync(svgPath, hostileSvg());
+  for (const [file, key, type] of [
+    [smallPath, 'small.jpg', 'image/jpeg'],
+    [svgPath, 'hostile.svg', 'image/svg+xml'],
+  ] as const) {
+    const up = await uploadMultipart(`${url}/storage/o/public/bench/${key}`, file, {}, type);
+    if (up.status !== 200) throw new Error(`upload of ${key} answered ${up.status}: ${up.body}`);
+  }
+  const n = env.quick ? 40 : 150;
+  // Widths interleave between the phases so both do the same work; none repeats, so nothing is cached.
+  const smallRun = async (phase: 0 | 1): Promise<number[]> => {
+    const ms: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await download(`${url}/storage/o/public/bench/small.jpg?w=${100 + 2 * i + phase}&f=webp`);
+      if (r.status !== 200) throw new Error(`small transform answered ${r.status}`);
+      ms.push(r.seconds * 1000);
+    }
+    return ms;
+  };
+  // Warm both lanes (the render processes start on first use).
+  await download(`${url}/storage/o/public/bench/small.jpg?w=99&f=webp`);
+  await download(`${url}/storage/o/public/bench/hostile.svg?w=10&f=png`);
+
+  env.log(`${n} small transforms alone`);
+  const alone = await smallRun(0);
+
+  env.log(
+    `${n} small transforms while 4 clients ask for hostile SVG drawings (IMAGE_TIMEOUT=${HOSTILE_TIMEOUT_S})`,
+  );
+  let attacking = true;
+  let hostileAnswers = 0;
+  const statuses = new Map<number, number>();
+  let variant = 0;
+  const attackers = Array.from({ length: 4 }, async () => {
+    while (attacking) {
+      const r = await download(
+        `${url}/storage/o/public/bench/hostile.svg?f=png&q=${(variant++ % 100) + 1}&r=${variant}`,
+      );
+      hostileAnswers++;
+      statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    }
+  });
+  await new Promise((r) => setTimeout(r, 1000)); // the drawings are under way
+  const underAttack = await smallRun(1);
+  attacking = false;
+  await Promise.all(attackers);
+
+  const base = p99(alone);
+  const loaded = p99(underAttack);
+  return row(
+    'small transform p99 with 4 hostile SVG renders',
+    'ms',
+    loaded,
+    base,
+    { kind: 'max-ratio', value: 3 },
+    {
+      aloneMedianMs: [...alone].sort((a, b) => a - b)[Math.floor(n / 2)] ?? Number.NaN,
+      hostileAnswers,
+      hostileStatuses: [...statuses].map(([s, c]) => `${s}x${c}`).join(','),
+    },
+  );
+}

@@ -24,7 +24,9 @@ export interface MetricsSources {
   /** The image transform queue and its counters, when storage is on. */
   images?: {
     readonly queue: { readonly stats: { running: number; waiting: number } };
-    readonly stats: { readonly renders: number; readonly cacheHits: number };
+    readonly stats: { readonly renders: number; readonly cacheHits: number; readonly failureHits: number };
+    /** Renders stopped by IMAGE_TIMEOUT, both lanes together. */
+    readonly timeouts: number;
   };
 }
 
@@ -147,7 +149,7 @@ export class Metrics {
           this.set({ state: 'waiting' }, s.waiting);
         },
       });
-      const counted = { renders: 0, cacheHits: 0 };
+      const counted = { renders: 0, cacheHits: 0, failureHits: 0, timeouts: 0 };
       new Counter({
         name: 'gatehouse_image_renders_total',
         help: 'Image variants rendered (cache misses).',
@@ -155,6 +157,24 @@ export class Metrics {
         collect() {
           this.inc(images.stats.renders - counted.renders);
           counted.renders = images.stats.renders;
+        },
+      });
+      new Counter({
+        name: 'gatehouse_image_render_timeouts_total',
+        help: 'Image renders stopped at IMAGE_TIMEOUT (their render process killed).',
+        registers,
+        collect() {
+          this.inc(images.timeouts - counted.timeouts);
+          counted.timeouts = images.timeouts;
+        },
+      });
+      new Counter({
+        name: 'gatehouse_image_remembered_failures_total',
+        help: 'Image transforms answered at once with a remembered failure (IMAGE_FAILURE_TTL).',
+        registers,
+        collect() {
+          this.inc(images.stats.failureHits - counted.failureHits);
+          counted.failureHits = images.stats.failureHits;
         },
       });
       new Counter({

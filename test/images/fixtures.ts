@@ -113,3 +113,24 @@ export function variance(img: { data: Buffer; channels: number }): number {
   const mean = sum / n;
   return sq / n - mean * mean;
 }
+
+/**
+ * A ~1 KB SVG that librsvg takes many seconds to draw at its own size (1000×1000): stacked turbulence
+ * and blur filters, each computed over every pixel. sharp's `timeout` does not interrupt it, since the
+ * whole drawing is one step of the SVG loader.
+ */
+export function hostileSvg(layers = 4, size = 1000): Buffer {
+  let filters = '';
+  for (let i = 0; i < layers; i++)
+    filters += `<feTurbulence baseFrequency="0.9" numOctaves="10" seed="${i}" result="t${i}"/><feGaussianBlur in="t${i}" stdDeviation="50"/>`;
+  return Buffer.from(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" viewBox="0 0 ${size} ${size}">` +
+      `<filter id="f" x="0" y="0" width="1" height="1">${filters}</filter>` +
+      `<rect width="${size}" height="${size}" filter="url(#f)"/></svg>`,
+  );
+}
+
+/** A small, cheap SVG: two rectangles. */
+export const SMALL_SVG = Buffer.from(
+  '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="20" height="20" fill="#f00"/><rect x="20" width="20" height="20" fill="#00f"/></svg>',
+);

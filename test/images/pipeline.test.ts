@@ -3,10 +3,23 @@ import { before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { AppError } from '../../src/errors.ts';
 import type { FormatChoice, ImageParams } from '../../src/storage/images/params.ts';
-import { imageError, type RenderLimits, renderImage, targetSize } from '../../src/storage/images/pipeline.ts';
+import {
+  imageError,
+  NeedsSvgLane,
+  type RenderLimits,
+  renderImage,
+  targetSize,
+} from '../../src/storage/images/pipeline.ts';
 import { exifRotatedJpeg, flat, photo, pixelAt, pixels, pngBomb, variance } from './fixtures.ts';
 
-const limits: RenderLimits = { maxPixels: 50_000_000, timeoutSeconds: 30 };
+const limits: RenderLimits = {
+  maxPixels: 50_000_000,
+  maxOutputPixels: 16_777_216,
+  allowEnlargement: false,
+  timeoutSeconds: 30,
+  svg: 'render',
+};
+const enlarging: RenderLimits = { ...limits, allowEnlargement: true };
 
 function render(input: Buffer, params: ImageParams = {}, choice: FormatChoice = 'source', l = limits) {
   return renderImage(input, params, choice, l);
@@ -51,9 +64,25 @@ describe('image pipeline', () => {
       assert.deepEqual([m.width, m.height], [64, 64]);
     });
 
-    it('upscales when asked for more pixels than the source has', async () => {
-      const m = await sharp((await render(png300x200, { width: 600 })).data).metadata();
+    it('upscales when asked for more pixels than the source has, if enlargement is allowed', async () => {
+      const m = await sharp((await render(png300x200, { width: 600 }, 'source', enlarging)).data).metadata();
       assert.deepEqual([m.width, m.height], [600, 400]);
+    });
+
+    it('gives no more pixels than the source has when enlargement is not allowed', async () => {
+      const wider = await sharp((await render(png300x200, { width: 600 })).data).metadata();
+      assert.deepEqual([wider.width, wider.height], [300, 200]);
+      // Both sides asked: the asked ratio (6:1) at the source's own resolution.
+      const strip = await sharp((await render(png300x200, { width: 600, height: 100 })).data).metadata();
+      assert.deepEqual([strip.width, strip.height], [300, 50]);
+    });
+
+    it('answers the 1×1 → 8192×6100 upscale with the 1×1 image, at once', async () => {
+      const dot = await flat(1, 1);
+      const started = Date.now();
+      const out = await render(dot, { width: 8192, height: 6100 }, 'png');
+      assert.deepEqual([out.width, out.height], [1, 1]);
+      assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`);
     });
 
     it('computes the followed side by rounding and never below 1 pixel', () => {
@@ -249,9 +278,46 @@ describe('image pipeline', () => {
       );
     });
 
-    it('refuses a result larger than the pixel limit with 422', async () => {
+    it('refuses a result larger than the output pixel limit with 422', async () => {
       const tall = await flat(1, 100);
-      await rejectsWith(render(tall, { width: 8192 }), 'IMAGE_TOO_LARGE', 422);
+      const err = await rejectsWith(
+        render(tall, { width: 8192 }, 'source', enlarging),
+        'IMAGE_TOO_LARGE',
+        422,
+      );
+      assert.match(err.message, /8192×819200 pixels; results of more than 16777216/);
+      const dot = await flat(1, 1);
+      await rejectsWith(render(dot, { width: 8192, height: 6100 }, 'png', enlarging), 'IMAGE_TOO_LARGE', 422);
+    });
+
+    it('refuses an SVG drawn larger than the output pixel limit with 422', async () => {
+      const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>');
+      await rejectsWith(render(svg, { width: 8192, height: 6100 }, 'png'), 'IMAGE_TOO_LARGE', 422);
+    });
+
+    it('refuses SVG input with 415 when SVG is off, and hands it to the SVG lane when asked to', async () => {
+      const svg = Buffer.from(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="30" height="10"><rect width="30" height="10"/></svg>',
+      );
+      const err = await rejectsWith(
+        render(svg, {}, 'png', { ...limits, svg: 'refuse' }),
+        'NOT_AN_IMAGE',
+        415,
+      );
+      assert.match(err.message, /SVG files are not transformed/);
+      await assert.rejects(render(svg, {}, 'png', { ...limits, svg: 'reroute' }), NeedsSvgLane);
+      // A raster image is rendered in either mode.
+      const out = await render(png300x200, { width: 30 }, 'png', { ...limits, svg: 'refuse' });
+      assert.equal(out.width, 30);
+    });
+
+    it('refuses an SVG that refers to a file or a URL with 422 IMAGE_SVG_UNSAFE', async () => {
+      for (const href of ['file:///etc/passwd', 'http://127.0.0.1:9/x.png']) {
+        const svg = Buffer.from(
+          `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image xlink:href="${href}" width="10" height="10"/></svg>`,
+        );
+        await rejectsWith(render(svg, {}, 'png'), 'IMAGE_SVG_UNSAFE', 422);
+      }
     });
 
     it('refuses a text file with 415', async () => {

@@ -212,9 +212,13 @@ if (postgres)
     it('under concurrent load with connections cut, terminated and refused: no 500, every refusal a 503 with Retry-After, every 2xx registration stored, one log line per outage', async () => {
       const before = outageLines();
       const registered: string[] = [];
+      let faultsDone = false;
+      let okAfterFaults = 0;
       const load = runLoad({
         workers: 6,
-        durationMs: 3_500,
+        maxMs: 60_000,
+        // Until every fault is past and the service has answered 20 registrations since.
+        done: () => faultsDone && okAfterFaults >= 20,
         async step(worker, i): Promise<Outcome[]> {
           const email = `load-${worker}-${i}-${newEmail()}`;
           const password = 'correct horse battery';
@@ -227,6 +231,7 @@ if (postgres)
           out.push({ route: 'register', res: reg });
           if (reg.statusCode !== 200) return out;
           registered.push(email);
+          if (faultsDone) okAfterFaults += 1;
           const refresh = await t.app.inject({
             url: `/auth/token/refresh?refresh_token=${encodeURIComponent(reg.json().refresh_token)}`,
           });
@@ -240,25 +245,32 @@ if (postgres)
           return out;
         },
       });
-      // The faults, one after another, each followed by time to recover.
-      await sleep(500);
+      // The faults one after another, each once the load has been answered since the previous one.
+      const count = (status: number) => load.outcomes.filter((o) => o.res.statusCode === status).length;
+      const answered = async (n: number, status = 200) => {
+        const seen = count(status);
+        for (let i = 0; i < 500 && count(status) < seen + n; i++) await sleep(20);
+      };
+      await answered(5);
       proxy.dropAll();
-      await sleep(700);
+      await answered(3);
       await direct.db.query(
         'terminate',
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
         WHERE datname = current_database() AND application_name = 'gatehouse' AND pid <> pg_backend_pid()`,
       );
-      await sleep(700);
+      await answered(3);
       await proxy.refuse();
       proxy.dropAll();
-      await sleep(400);
+      await answered(2, 503); // refused until the refusals are seen
       await proxy.accept();
-      await sleep(300);
+      await answered(3);
       proxy.mode = 'reset';
-      await sleep(200);
+      proxy.dropAll();
+      await answered(1, 503);
       proxy.mode = 'forward';
-      const outcomes = await load;
+      faultsDone = true;
+      const outcomes = await load.finished;
       const s = summarise(outcomes);
 
       assert.deepEqual(s.serverErrors, [], 'no 5xx other than 503');

@@ -9,19 +9,25 @@ export interface Outcome {
   res: LightMyRequestResponse;
 }
 
-export async function runLoad(opts: {
+/**
+ * Runs until `done(outcomes so far)` says so (checked between steps), or `maxMs` has passed: a load
+ * that ends on what happened, not on a clock a loaded machine would make meaningless.
+ */
+export function runLoad(opts: {
   workers: number;
-  durationMs: number;
+  maxMs: number;
+  done(outcomes: readonly Outcome[]): boolean;
   step(worker: number, iteration: number): Promise<Outcome[]>;
-}): Promise<Outcome[]> {
-  const until = Date.now() + opts.durationMs;
+}): { outcomes: Outcome[]; finished: Promise<Outcome[]> } {
+  const until = Date.now() + opts.maxMs;
   const outcomes: Outcome[] = [];
-  await Promise.all(
+  const finished = Promise.all(
     Array.from({ length: opts.workers }, async (_, worker) => {
-      for (let i = 0; Date.now() < until; i++) outcomes.push(...(await opts.step(worker, i)));
+      for (let i = 0; Date.now() < until && !opts.done(outcomes); i++)
+        outcomes.push(...(await opts.step(worker, i)));
     }),
-  );
-  return outcomes;
+  ).then(() => outcomes);
+  return { outcomes, finished };
 }
 
 export interface LoadSummary {

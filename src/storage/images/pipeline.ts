@@ -1,11 +1,13 @@
 /**
- * The sharp pipeline: one source image in, one transformed image out. The header is read first so an
- * oversized image or a decompression bomb is refused (422) before any pixel is decoded; every sharp
- * failure becomes a 415 or 422, never a 500.
+ * The sharp pipeline: one source image in, one transformed image out. It runs inside a render process
+ * (render-child.ts), never in the service's own process. The header is read first so an oversized image
+ * or a decompression bomb is refused (422) before any pixel is decoded; every sharp failure becomes a
+ * 415 or 422, never a 500.
  */
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { AppError } from '../../errors.ts';
 import type { FormatChoice, ImageParams } from './params.ts';
+import { unsafeSvgReason } from './svg.ts';
 
 export type OutputFormat = 'jpeg' | 'png' | 'webp' | 'avif' | 'gif';
 
@@ -19,10 +21,29 @@ export const CONTENT_TYPES: Record<OutputFormat, string> = {
 
 export const DEFAULT_QUALITY = 80;
 
+/**
+ * What becomes of input that is not a raster image (so possibly SVG): `refuse` it (415), send it to
+ * the SVG lane (`reroute`, see NeedsSvgLane), or `render` it after the safety check of svg.ts.
+ */
+export type SvgMode = 'refuse' | 'reroute' | 'render';
+
 export interface RenderLimits {
-  /** Largest width × height of the source and of the result. */
+  /** Largest width × height of the source. */
   maxPixels: number;
+  /** Largest width × height of the result. */
+  maxOutputPixels: number;
+  /** Whether a raster source may come out larger than it is (vector sources always may). */
+  allowEnlargement: boolean;
   timeoutSeconds: number;
+  svg: SvgMode;
+}
+
+/** Thrown in `reroute` mode for input that is not a raster image: it belongs to the SVG lane. */
+export class NeedsSvgLane extends Error {
+  constructor() {
+    super('the input is not a raster image; it is rendered in the SVG lane');
+    this.name = 'NeedsSvgLane';
+  }
 }
 
 export interface RenderResult {
@@ -80,6 +101,24 @@ function sourceOutput(format: string | undefined): OutputFormat {
 
 const INPUT_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'heif', 'tiff', 'svg']);
 
+const HEIF_BRANDS = new Set(['avif', 'avis', 'heic', 'heix', 'mif1', 'msf1']);
+
+/**
+ * True when the bytes start like one of the raster formats transformed (PNG, JPEG, GIF, WebP,
+ * HEIF/AVIF, TIFF). Anything else may be SVG, whose cost has no bound that can be read from a header,
+ * so it never reaches libvips outside the SVG lane.
+ */
+export function looksRaster(b: Buffer): boolean {
+  const at = (offset: number, text: string) => b.toString('latin1', offset, offset + text.length) === text;
+  if (b.length < 12) return false;
+  if (at(0, '\x89PNG\r\n\x1a\n')) return true;
+  if (b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return true;
+  if (at(0, 'GIF87a') || at(0, 'GIF89a')) return true;
+  if (at(0, 'RIFF') && at(8, 'WEBP')) return true;
+  if (at(4, 'ftyp') && HEIF_BRANDS.has(b.toString('latin1', 8, 12))) return true;
+  return at(0, 'II*\0') || at(0, 'MM\0*');
+}
+
 /** Maps a sharp/libvips failure to the client-facing error. */
 export function imageError(err: unknown): AppError {
   if (err instanceof AppError) return err;
@@ -92,10 +131,12 @@ export function imageError(err: unknown): AppError {
   return new AppError('IMAGE_CORRUPT', undefined, { cause: err });
 }
 
-function tooLarge(what: string, width: number, height: number, limits: RenderLimits): AppError {
+function tooLarge(what: string, width: number, height: number, max: number): AppError {
   return new AppError(
     'IMAGE_TOO_LARGE',
-    `The ${what} is ${width}×${height} pixels; images of more than ${limits.maxPixels} pixels are not transformed.`,
+    what === 'image'
+      ? `The image is ${width}×${height} pixels; images of more than ${max} pixels are not transformed.`
+      : `The result would be ${width}×${height} pixels; results of more than ${max} pixels are not made.`,
   );
 }
 
@@ -109,6 +150,22 @@ export function targetSize(
   if (w) return { width: w, height: Math.max(1, Math.round((src.height * w) / src.width)) };
   if (h) return { width: Math.max(1, Math.round((src.width * h) / src.height)), height: h };
   return { width: src.width, height: src.height };
+}
+
+/**
+ * The size asked for, made no larger than the source: scaled down as a whole, so the result keeps the
+ * asked aspect ratio (a cover crop at the source's own resolution) without inventing pixels.
+ */
+export function withoutEnlargement(
+  size: { width: number; height: number },
+  src: { width: number; height: number },
+): { width: number; height: number } {
+  if (size.width <= src.width && size.height <= src.height) return size;
+  const k = Math.min(src.width / size.width, src.height / size.height);
+  return {
+    width: Math.max(1, Math.min(src.width, Math.round(size.width * k))),
+    height: Math.max(1, Math.min(src.height, Math.round(size.height * k))),
+  };
 }
 
 /**
@@ -155,6 +212,16 @@ export async function renderImage(
 ): Promise<RenderResult> {
   configureSharp();
   if (input.length === 0) throw new AppError('NOT_AN_IMAGE');
+  if (!looksRaster(input)) {
+    if (limits.svg === 'refuse')
+      throw new AppError(
+        'NOT_AN_IMAGE',
+        'The file is not a raster image; SVG files are not transformed here.',
+      );
+    if (limits.svg === 'reroute') throw new NeedsSvgLane();
+    const unsafe = unsafeSvgReason(input.toString('utf8'));
+    if (unsafe) throw new AppError('IMAGE_SVG_UNSAFE', `The SVG is not rasterised: it contains ${unsafe}.`);
+  }
   // The header alone: decoding nothing yet is what makes a 20000×20000 bomb cheap to refuse.
   let meta: Metadata;
   try {
@@ -168,10 +235,13 @@ export async function renderImage(
   // EXIF orientation first: every size below is measured on the upright image.
   const upright = meta.autoOrient ?? { width: meta.width, height: meta.height };
   if (upright.width * upright.height > limits.maxPixels)
-    throw tooLarge('image', upright.width, upright.height, limits);
+    throw tooLarge('image', upright.width, upright.height, limits.maxPixels);
 
-  const size = targetSize(upright, params);
-  if (size.width * size.height > limits.maxPixels) throw tooLarge('result', size.width, size.height, limits);
+  let size = targetSize(upright, params);
+  // A vector source is drawn at the size asked for; a raster one would only be blown up.
+  if (meta.format !== 'svg' && !limits.allowEnlargement) size = withoutEnlargement(size, upright);
+  if (size.width * size.height > limits.maxOutputPixels)
+    throw tooLarge('result', size.width, size.height, limits.maxOutputPixels);
   const format = choice === 'source' ? sourceOutput(meta.format) : choice;
 
   try {

@@ -7,7 +7,16 @@ import { AppError } from '../../errors.ts';
 import { contentDisposition } from '../http-file.ts';
 import { type ReadableFile, type StorageDeps, store } from '../service.ts';
 import { type ImageParams, isTransformRequest, parseImageParams } from './params.ts';
-import type { ImageService } from './service.ts';
+import { type ImageService, isSvgType } from './service.ts';
+
+/**
+ * Whether a file of this stored type is rasterised. An SVG is not unless IMAGE_SVG_ENABLED: its
+ * transform answers the stored file as the plain download does (as an attachment, never run inline),
+ * the way image CDNs pass SVG through, so `<img src="…svg?w=64">` keeps working.
+ */
+export function transformsType(config: { IMAGE_SVG_ENABLED: boolean }, contentType: string): boolean {
+  return config.IMAGE_SVG_ENABLED || !isSvgType(contentType);
+}
 
 /** The transform a request asks for, or undefined for a plain download. Throws 400 on a bad value. */
 export function imageParamsOf(query: unknown): ImageParams | undefined {
@@ -42,6 +51,7 @@ export async function sendImage(
       key: info.key,
       etag: info.etag,
       size: info.size,
+      contentType: info.contentType,
       lastModified: info.lastModified,
       async open() {
         const got = await store(() => deps.objects.get(info.key));
@@ -54,6 +64,14 @@ export async function sendImage(
       accept: headers.accept,
       ifNoneMatch: headers['if-none-match'],
       ifModifiedSince: headers['if-modified-since'],
+      // Renders have their own limit per client: a cached variant costs next to nothing, a render
+      // up to IMAGE_TIMEOUT of a render process.
+      admit: () =>
+        request.server.limiter.consume(
+          `transform:${request.ip}`,
+          deps.config.RATE_LIMIT_TRANSFORM_MAX,
+          deps.config.RATE_LIMIT_TRANSFORM_WINDOW,
+        ),
     },
   );
   reply.headers({

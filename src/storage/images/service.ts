@@ -1,7 +1,12 @@
 /**
  * The image service behind `GET /storage/o/<file>?w=…`: turns a source object (already authorised by
  * the storage rules) and the transform parameters into a variant, answering from the variant ETag
- * (304), the local cache, or a render in the bounded queue — in that order.
+ * (304), the local cache, the memory of failed renders, or a render — in that order.
+ *
+ * Renders run in child processes (pool.ts), in two lanes, each with its own bounded queue: raster
+ * images, whose cost the pixel limits bound, and SVG (when IMAGE_SVG_ENABLED), whose cost no header
+ * tells, at the lowest CPU priority and IMAGE_SVG_CONCURRENCY at a time, so that slow drawings never
+ * make a thumbnail wait. Only renders count against the caller's transform rate limit (`admit`).
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -10,12 +15,14 @@ import sharp from 'sharp';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import { VariantCache } from './cache.ts';
+import { FailureMemory } from './failures.ts';
 import { chooseFormat, type ImageParams, normalisedKey } from './params.ts';
-import { CONTENT_TYPES, type OutputFormat, renderImage } from './pipeline.ts';
+import { CONTENT_TYPES, type OutputFormat, type RenderLimits, type SvgMode } from './pipeline.ts';
+import { RenderPool } from './pool.ts';
 import { TransformQueue } from './queue.ts';
 
 /** Changes whenever the same parameters could give different bytes (pipeline or sharp upgrade). */
-const PIPELINE_VERSION = `1/${sharp.versions.sharp}/${sharp.versions.vips}`;
+const PIPELINE_VERSION = `2/${sharp.versions.sharp}/${sharp.versions.vips}`;
 
 /** The object to transform, as the storage route found it after the rules allowed the read. */
 export interface ImageSource {
@@ -23,6 +30,8 @@ export interface ImageSource {
   /** The object's ETag, quoted as the store gives it. */
   etag: string;
   size: number;
+  /** The stored media type: an SVG goes straight to the SVG lane. */
+  contentType?: string;
   /** When the object was last written; lets If-Modified-Since answer 304 too. */
   lastModified?: Date;
   /**
@@ -37,6 +46,11 @@ export interface TransformRequest {
   accept?: string | undefined;
   ifNoneMatch?: string | undefined;
   ifModifiedSince?: string | undefined;
+  /**
+   * Called once before a render starts (not for a cache hit, a remembered failure or a render already
+   * under way for the same variant); throws to refuse it (the caller's rate limit).
+   */
+  admit?: (() => Promise<void>) | undefined;
 }
 
 export type TransformOutcome =
@@ -89,11 +103,50 @@ async function readAll(source: Readable | Buffer, limit: number): Promise<Buffer
   return Buffer.concat(chunks);
 }
 
+/** True for the stored type of an SVG file. */
+export function isSvgType(contentType: string | undefined): boolean {
+  return /^image\/svg\+xml\s*(;|$)/i.test(contentType ?? '');
+}
+
+/**
+ * Nice values added to the service's own. A raster render is the work its request waits for: a lower
+ * priority would only make it lose to unrelated processes on a busy machine (measured: 4.7× slower than
+ * sharp called directly at nice 10), while being a process of its own already keeps it from delaying the
+ * service's event loop. A drawing may take until IMAGE_TIMEOUT: it gets the CPU nobody else wants.
+ */
+const RASTER_NICENESS = 0;
+const SVG_NICENESS = 19;
+
+interface Lane {
+  queue: TransformQueue;
+  pool: RenderPool;
+}
+
+type ImageConfig = Pick<
+  Config,
+  | 'IMAGE_MAX_PIXELS'
+  | 'IMAGE_MAX_OUTPUT_PIXELS'
+  | 'IMAGE_ALLOW_ENLARGEMENT'
+  | 'IMAGE_SVG_ENABLED'
+  | 'IMAGE_SVG_CONCURRENCY'
+  | 'IMAGE_CONCURRENCY'
+  | 'IMAGE_QUEUE_LIMIT'
+  | 'IMAGE_TIMEOUT'
+  | 'IMAGE_FAILURE_TTL'
+  | 'IMAGE_MAX_SOURCE_SIZE'
+  | 'IMAGE_CACHE_DIR'
+  | 'IMAGE_CACHE_MAX_SIZE'
+>;
+
 export class ImageService {
-  readonly queue: TransformQueue;
+  readonly lanes: { raster: Lane; svg: Lane };
   readonly cache: VariantCache;
-  /** Renders done and cache hits since start: lets tests and operators see where answers came from. */
-  readonly stats = { renders: 0, cacheHits: 0 };
+  readonly failures: FailureMemory;
+  /**
+   * Renders started, cache hits, and failures answered from memory since start: lets tests and
+   * operators see where answers came from.
+   */
+  readonly stats = { renders: 0, cacheHits: 0, failureHits: 0 };
   private readonly inflight = new Map<string, Promise<{ data: Buffer; format: OutputFormat }>>();
   /**
    * Variants rendered and answered but still being written to the cache (written behind the answer, so
@@ -105,20 +158,43 @@ export class ImageService {
   >();
 
   constructor(
-    private readonly config: Pick<
-      Config,
-      | 'IMAGE_MAX_PIXELS'
-      | 'IMAGE_CONCURRENCY'
-      | 'IMAGE_QUEUE_LIMIT'
-      | 'IMAGE_TIMEOUT'
-      | 'IMAGE_MAX_SOURCE_SIZE'
-      | 'IMAGE_CACHE_DIR'
-      | 'IMAGE_CACHE_MAX_SIZE'
-    >,
+    private readonly config: ImageConfig,
     private readonly log?: FastifyBaseLogger,
   ) {
-    this.queue = new TransformQueue(config.IMAGE_CONCURRENCY, config.IMAGE_QUEUE_LIMIT);
+    const timeoutMs = config.IMAGE_TIMEOUT * 1000;
+    this.lanes = {
+      raster: {
+        queue: new TransformQueue(config.IMAGE_CONCURRENCY, config.IMAGE_QUEUE_LIMIT),
+        pool: new RenderPool({ niceness: RASTER_NICENESS, timeoutMs, log }),
+      },
+      svg: {
+        queue: new TransformQueue(config.IMAGE_SVG_CONCURRENCY, config.IMAGE_QUEUE_LIMIT),
+        pool: new RenderPool({ niceness: SVG_NICENESS, timeoutMs, log }),
+      },
+    };
     this.cache = new VariantCache(config.IMAGE_CACHE_DIR, config.IMAGE_CACHE_MAX_SIZE);
+    this.failures = new FailureMemory(config.IMAGE_FAILURE_TTL * 1000);
+  }
+
+  /** Transforms running and waiting, both lanes together (metrics). */
+  get queue(): { readonly stats: { running: number; waiting: number } } {
+    const { raster, svg } = this.lanes;
+    return {
+      stats: {
+        running: raster.queue.stats.running + svg.queue.stats.running,
+        waiting: raster.queue.stats.waiting + svg.queue.stats.waiting,
+      },
+    };
+  }
+
+  /** Renders stopped by IMAGE_TIMEOUT since start, both lanes together. */
+  get timeouts(): number {
+    return this.lanes.raster.pool.stats.timeouts + this.lanes.svg.pool.stats.timeouts;
+  }
+
+  /** Stops the render processes (shutdown). */
+  async close(): Promise<void> {
+    await Promise.all([this.lanes.raster.pool.close(), this.lanes.svg.pool.close()]);
   }
 
   /**
@@ -160,6 +236,16 @@ export class ImageService {
 
     let render = this.inflight.get(flightKey);
     if (!render) {
+      const failed = this.failures.recall(flightKey);
+      if (failed) {
+        this.stats.failureHits++;
+        throw failed;
+      }
+      await req.admit?.();
+      // Joined while admit was waiting on the rate-limit store: share that render instead.
+      render = this.inflight.get(flightKey);
+    }
+    if (!render) {
       render = this.render(source, req.params, choice, variantId, flightKey).finally(() =>
         this.inflight.delete(flightKey),
       );
@@ -183,17 +269,30 @@ export class ImageService {
         `The file is ${source.size} bytes; files of more than ${max} bytes are not transformed.`,
       );
     let opened = '';
-    const out = await this.queue.run(async () => {
-      // Read inside the queue, so requests waiting for a turn hold no image in memory.
-      const { body, etag } = await source.open();
-      opened = etag;
-      const input = await readAll(body, max);
-      this.stats.renders++;
-      return renderImage(input, params, choice, {
-        maxPixels: this.config.IMAGE_MAX_PIXELS,
-        timeoutSeconds: this.config.IMAGE_TIMEOUT,
+    const svgOn = this.config.IMAGE_SVG_ENABLED;
+    const inLane = (lane: Lane, svg: SvgMode) =>
+      lane.queue.run(async () => {
+        // Read inside the queue, so requests waiting for a turn hold no image in memory.
+        const { body, etag } = await source.open();
+        opened = etag;
+        const input = await readAll(body, max);
+        this.stats.renders++;
+        return lane.pool.run({ input, params, choice, limits: this.limits(svg) });
       });
-    });
+    let out: Awaited<ReturnType<typeof inLane>>;
+    try {
+      if (svgOn && isSvgType(source.contentType)) out = await inLane(this.lanes.svg, 'render');
+      else {
+        out = await inLane(this.lanes.raster, svgOn ? 'reroute' : 'refuse');
+        // Not a raster image under a raster type: drawn in the SVG lane, like any SVG.
+        if (out === 'reroute') out = await inLane(this.lanes.svg, 'render');
+      }
+      if (out === 'reroute') throw new AppError('NOT_AN_IMAGE');
+    } catch (err) {
+      // Only a failure of the very bytes the ETag names says anything about the next request.
+      if (opened === source.etag) this.failures.remember(flightKey, err);
+      throw err;
+    }
     // Overwritten between the rules' look and the read: these bytes do not belong to source.etag.
     if (opened !== source.etag) return { data: out.data, format: out.format };
     // Written behind the answer: the disk write (folders, temporary file, rename) took a few
@@ -208,6 +307,17 @@ export class ImageService {
       });
     this.writing.set(flightKey, { sourceKey: source.key, data: out.data, format: out.format, done });
     return { data: out.data, format: out.format };
+  }
+
+  private limits(svg: SvgMode): RenderLimits {
+    const c = this.config;
+    return {
+      maxPixels: c.IMAGE_MAX_PIXELS,
+      maxOutputPixels: c.IMAGE_MAX_OUTPUT_PIXELS,
+      allowEnlargement: c.IMAGE_ALLOW_ENLARGEMENT,
+      timeoutSeconds: c.IMAGE_TIMEOUT,
+      svg,
+    };
   }
 
   /** Resolves when every variant written behind an answer is on disk (tests, shutdown). */
@@ -225,6 +335,7 @@ export class ImageService {
       pending.push(w.done);
     }
     await Promise.all(pending);
+    this.failures.forget(`${sourceKey}\n`);
     await this.cache.dropSource(sourceKey).catch((err: unknown) => {
       this.log?.warn({ err }, 'image cache cleanup failed');
     });

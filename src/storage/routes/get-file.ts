@@ -7,7 +7,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { imageQueryProperties } from '../images/params.ts';
-import { imageParamsOf, sendImage } from '../images/send.ts';
+import { imageParamsOf, sendImage, transformsType } from '../images/send.ts';
 import { listFolder, resolveFile } from '../service.ts';
 import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security } from './common.ts';
 import { sendFile } from './send-file.ts';
@@ -35,7 +35,7 @@ const schema = {
     200: binary,
     206: binary,
     304: Type.Null({ description: 'Not modified' }),
-    ...errorResponses(400, 401, 403, 404, 415, 416, 422, 503),
+    ...errorResponses(400, 401, 403, 404, 415, 416, 422, 429, 503),
   },
 };
 
@@ -52,7 +52,8 @@ export const getFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }>
     if (image) {
       // Access is settled here: a transformation of the bytes plugs in between this and sending.
       const file = await resolveFile(deps, key, caller);
-      return sendImage(deps.images, deps, request, reply, file, image);
+      if (transformsType(deps.config, file.info.contentType))
+        return sendImage(deps.images, deps, request, reply, file, image);
     }
     return sendFile(deps, request, reply, key, caller);
   };
