@@ -337,7 +337,7 @@ const SETTINGS = {
   DATA_DIR: str(
     APP,
     './data',
-    'Folder for embedded state: `db/` (PGlite), `storage/` (local files), `outbox/` (development emails), generated keys.',
+    'Folder for embedded state: `db/` (PGlite), `storage/` (local files), `outbox/` (development emails), generated keys. Its folders are created 0700 and its files 0600, whatever the umask; wider modes found at start are tightened with a warning (give it a folder of its own: the root, home, temporary and working folders are left alone).',
   ),
   CUSTOM_DIR: str(
     APP,

@@ -15,6 +15,7 @@ import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { type Config, ConfigError } from './config.ts';
+import { secureDataDir } from './data-dir.ts';
 import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -75,6 +76,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     }
   };
   const clock = opts.clock ?? systemClock;
+  // Before anything is read or written there: what another local user can read is tightened first.
+  secureDataDir(config.DATA_DIR, opts.log);
   const keys = await attempt(() => loadJwtKeys(config, { now: clock.now() }));
   const secret = await attempt(() => cookieSecret(config));
   const mfaBox =

@@ -5,6 +5,7 @@
  * the way (a port in use, an embedded database in use) and what to do about it.
  */
 import { type Config, ConfigError, loadConfig, readEnv } from './config.ts';
+import { PROCESS_UMASK } from './data-dir.ts';
 import { createLogger } from './http/logging.ts';
 import { installShutdown, startFailure, startServer } from './server.ts';
 
@@ -12,6 +13,10 @@ function refuse(message: string): never {
   process.stderr.write(`${message}\n`);
   process.exit(1);
 }
+
+// Whatever this process creates (PGlite's files, the image cache, a library's temporary file) is its
+// owner's only, whatever umask it was started with; worker threads share the process's umask.
+process.umask(PROCESS_UMASK);
 
 let config: Config;
 try {

@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type CryptoKey, calculateJwkThumbprint, exportJWK, importPKCS8, importSPKI, type JWK } from 'jose';
 import type { Config } from '../config.ts';
+import { DIR_MODE } from '../data-dir.ts';
 import {
   generatePem,
   isHmac,
@@ -69,7 +70,7 @@ export interface JwtKeys {
 export function devSecret(config: Config, name: string, make: () => string): string {
   const file = path.join(config.DATA_DIR, 'keys', name);
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-  mkdirSync(path.dirname(file), { recursive: true });
+  mkdirSync(path.dirname(file), { recursive: true, mode: DIR_MODE });
   const value = make();
   try {
     // `wx`: two instances starting together on one DATA_DIR must end up with the same secret.

@@ -6,6 +6,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { PROCESS_UMASK } from '../data-dir.ts';
 import { type CliIO, type Command, ConfigError, UsageError } from './command.ts';
 
 const COMMANDS_DIR = fileURLToPath(new URL('./commands/', import.meta.url));
@@ -97,5 +98,7 @@ export const processIO: CliIO = {
 };
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  // Keys and files a command writes into DATA_DIR are the owner's only, as the service's are.
+  process.umask(PROCESS_UMASK);
   process.exitCode = await runCli(process.argv.slice(2), processIO);
 }

@@ -9,7 +9,9 @@ import path from 'node:path';
 import { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from '@electric-sql/pglite';
 import { citext } from '@electric-sql/pglite/contrib/citext';
 import { pgcrypto } from '@electric-sql/pglite/contrib/pgcrypto';
+import { NodeFS } from '@electric-sql/pglite/nodefs';
 import pg from 'pg';
+import { DIR_MODE, FILE_MODE } from '../data-dir.ts';
 import { isAlive } from '../process-owner.ts';
 
 export interface QueryResult<T> {
@@ -282,7 +284,7 @@ function lockDataDir(dir: string): () => void {
   const mine = `${process.pid}@${hostname()}`;
   for (let attempt = 0; ; attempt++) {
     try {
-      writeFileSync(file, mine, { flag: 'wx' });
+      writeFileSync(file, mine, { flag: 'wx', mode: FILE_MODE });
       break;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
@@ -412,6 +414,28 @@ function preparedRunner(db: PGlite): RawQuery {
     });
 }
 
+type EmscriptenFS = { doChmod?: (stream: unknown, node: unknown, mode: number, dontFollow: boolean) => void };
+type PgliteFsInit = Awaited<ReturnType<NodeFS['init']>>;
+
+/**
+ * PGlite's NodeFS, except that the files it creates are its owner's only. Emscripten's file system
+ * chmods every file it creates to the mode asked for (0666), so the process umask does not reach
+ * PGlite's files; every chmod it makes is masked to the owner's bits here, before PostgreSQL starts.
+ */
+class OwnerOnlyNodeFS extends NodeFS {
+  override async init(pg: PGlite, opts: Parameters<NodeFS['init']>[1]): Promise<PgliteFsInit> {
+    const base = await super.init(pg, opts);
+    const ownerOnly = (mod: { FS: EmscriptenFS }) => {
+      const doChmod = mod.FS.doChmod;
+      if (typeof doChmod !== 'function') return; // another Emscripten: DATA_DIR's start-up check remains
+      mod.FS.doChmod = (stream, node, mode, dontFollow) =>
+        doChmod.call(mod.FS, stream, node, mode & ~0o077, dontFollow);
+    };
+    const preRun = [...(base.emscriptenOpts.preRun ?? []), ownerOnly];
+    return { ...base, emscriptenOpts: { ...base.emscriptenOpts, preRun } };
+  }
+}
+
 /**
  * Embedded PostgreSQL in `dir` (or in memory when `dir` is undefined), locked against a second process.
  * `loadDataDir` starts from a dump made by `dump()` (tests use it to skip initdb).
@@ -422,12 +446,16 @@ export async function openPglite(
 ): Promise<Database & { dump(): Promise<Blob> }> {
   let unlock = () => {};
   if (dir) {
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: DIR_MODE });
     unlock = lockDataDir(dir);
   }
   let db: PGlite;
   try {
-    db = await PGlite.create(dir, { extensions: { citext, pgcrypto }, loadDataDir });
+    db = await PGlite.create({
+      ...(dir ? { fs: new OwnerOnlyNodeFS(dir) } : {}),
+      extensions: { citext, pgcrypto },
+      loadDataDir,
+    });
   } catch (err) {
     unlock();
     throw err;

@@ -83,7 +83,8 @@ function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
   const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   log.info({ outbox: dir }, `SMTP_HOST is not set: emails are written to ${dir} and their links logged`);
   return transportMailer('outbox', config, log, transport, async (email, info, rendered) => {
-    mkdirSync(dir, { recursive: true });
+    // Owner only, whatever the umask (0700, as every folder of DATA_DIR: src/data-dir.ts).
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const file = path.join(dir, `${stamp}-${email.template}-${randomBytes(3).toString('hex')}.eml`);
     writeFileSync(file, (info as { message: Buffer }).message, { mode: 0o600 });

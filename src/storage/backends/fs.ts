@@ -24,6 +24,7 @@ import { mkdir, open, readdir, readFile, rename, rm, rmdir, stat, unlink, writeF
 import path from 'node:path';
 import { PassThrough, type Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { DIR_MODE, FILE_MODE } from '../../data-dir.ts';
 import { ownerGone, thisOwner } from '../../process-owner.ts';
 import { StreamMd5 } from './md5.ts';
 import {
@@ -167,8 +168,8 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async init(): Promise<void> {
-    await mkdir(this.objects, { recursive: true });
-    await mkdir(this.tmp, { recursive: true });
+    await mkdir(this.objects, { recursive: true, mode: DIR_MODE });
+    await mkdir(this.tmp, { recursive: true, mode: DIR_MODE });
     await this.sweep();
   }
 
@@ -214,7 +215,7 @@ export class FsObjectStore implements ObjectStore {
    */
   private async marked<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const marker = path.join(this.tmp, `${this.owner}~${randomUUID()}${PENDING}`);
-    await writeFile(marker, JSON.stringify({ key }), { flag: 'wx' });
+    await writeFile(marker, JSON.stringify({ key }), { flag: 'wx', mode: FILE_MODE });
     try {
       return await fn();
     } finally {
@@ -271,7 +272,7 @@ export class FsObjectStore implements ObjectStore {
     const md5 = new StreamMd5();
     let size = 0;
     let etag: string;
-    const fh = await open(tmpFile, 'wx');
+    const fh = await open(tmpFile, 'wx', FILE_MODE);
     // Early flushes: every EARLY_SYNC bytes, one fdatasync runs while the body keeps arriving, so the disk
     // writes overlap the upload instead of all waiting for the final fsync. They only add flushes: the
     // final fsync still runs, and completes, before the rename. A failed early flush fails the upload
@@ -349,7 +350,7 @@ export class FsObjectStore implements ObjectStore {
   /** Renames into `dir`, recreating it if a concurrent delete pruned it in between. */
   private async moveIn(from: string, dir: string, name: string): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      await mkdir(dir, { recursive: true });
+      await mkdir(dir, { recursive: true, mode: DIR_MODE });
       try {
         await rename(from, path.join(dir, name));
         return;
@@ -362,7 +363,7 @@ export class FsObjectStore implements ObjectStore {
   private async writeSidecar(dir: string, base: string, s: Sidecar): Promise<void> {
     const tmpFile = path.join(this.tmp, `${this.owner}~${randomUUID()}.json`);
     try {
-      const fh = await open(tmpFile, 'wx');
+      const fh = await open(tmpFile, 'wx', FILE_MODE);
       try {
         await fh.writeFile(JSON.stringify(s));
         await fh.sync();
