@@ -42,6 +42,7 @@ export const NEEDS = {
   postgres: env('TEST_DATABASE_URL', 'a PostgreSQL URL whose user may create databases'),
   redis: env('REDIS_URL', 'a Redis URL'),
   'docker-compose': program('docker-compose', 'apt-get install -y docker-compose; .ci/run installs it'),
+  chromium: program('chromium', 'apt-get install -y chromium; .ci/run installs it'),
 } satisfies Record<string, Need>;
 
 export type NeedName = keyof typeof NEEDS;

@@ -52,8 +52,8 @@ function fileCard(file, name, reload, announce) {
             await fresh();
             try {
               await api('DELETE', storagePath('o', file.key));
-              announce(`Deleted ${name}.`);
               await reload();
+              announce(`Deleted ${name}.`);
             } catch (err) {
               announce(describe(err));
             }

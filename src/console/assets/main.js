@@ -80,6 +80,7 @@ function renderNav(active) {
 }
 
 let rendering = 0;
+let rendered = false;
 async function render() {
   const name = currentPage();
   const ticket = ++rendering;
@@ -101,8 +102,10 @@ async function render() {
   main.replaceChildren(content);
   main.removeAttribute('aria-busy');
   document.title = `${PAGES[name].title} · Gatehouse console`;
-  // Move focus to the new page's heading, so keyboard and screen-reader users start there.
-  main.querySelector('h1')?.focus();
+  // After a change of page, move focus to its heading so keyboard and screen-reader users start there;
+  // the first page of a visit leaves focus where the browser puts it (the top: the skip link comes first).
+  if (rendered) main.querySelector('h1')?.focus();
+  rendered = true;
 }
 
 /** Emailed links land on `/console/?…`: take what they carry, then clean the address bar. */

@@ -206,7 +206,7 @@ export function sessionPage(ctx) {
         ),
         h(
           'div',
-          { class: 'actions' },
+          { class: 'actions compact' },
           h(
             'button',
             {
@@ -217,7 +217,7 @@ export function sessionPage(ctx) {
                 ctx.render();
               },
             },
-            'Refresh token',
+            'Refresh',
           ),
           h(
             'button',
