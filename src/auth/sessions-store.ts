@@ -3,7 +3,19 @@
  * share a family (one sign-in) and its sign-in instant (`signed_in_at`); a rotated token keeps its row,
  * marked `rotated_at`, so that reuse can be recognised.
  */
-import type { Queryable } from '../db/database.ts';
+import { DatabaseError, type Queryable } from '../db/database.ts';
+
+/**
+ * The account a token was being stored for no longer exists: it was deleted while it signed in or
+ * refreshed (the foreign key on account_id refuses the row).
+ */
+export class AccountGone extends Error {
+  override name = 'AccountGone';
+}
+
+function accountGoneOr(err: unknown): never {
+  throw err instanceof DatabaseError && err.sqlState === '23503' ? new AccountGone() : err;
+}
 
 export interface SessionTokenRow {
   token_hash: string;
@@ -32,15 +44,17 @@ export interface NewSessionToken {
  * `expires_at <= createdAt`.
  */
 export async function insertSessionToken(db: Queryable, row: NewSessionToken): Promise<void> {
-  await db.query(
-    'InsertSessionToken',
-    `WITH expired AS (
+  await db
+    .query(
+      'InsertSessionToken',
+      `WITH expired AS (
        DELETE FROM auth.session_tokens WHERE account_id = $3 AND expires_at <= $4
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      VALUES ($1, $2, $3, $4, $5, $6)`,
-    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
-  );
+      [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
+    )
+    .catch(accountGoneOr);
 }
 
 export async function findSessionToken(
@@ -76,9 +90,10 @@ export async function rotateSessionToken(
   presentedHash: string,
   next: Omit<NewSessionToken, 'signedInAt'>,
 ): Promise<boolean> {
-  const { rowCount } = await db.query(
-    'RotateSessionToken',
-    `WITH rotated AS (
+  const { rowCount } = await db
+    .query(
+      'RotateSessionToken',
+      `WITH rotated AS (
        UPDATE auth.session_tokens SET rotated_at = $4
         WHERE token_hash = $1 AND rotated_at IS NULL
        RETURNING signed_in_at
@@ -88,8 +103,9 @@ export async function rotateSessionToken(
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      SELECT $2, $5, $3, $4, $6, rotated.signed_in_at FROM rotated`,
-    [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
-  );
+      [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
+    )
+    .catch(accountGoneOr);
   return rowCount > 0;
 }
 

@@ -15,6 +15,7 @@ import { type PermissionVariables, permissionVariables, type SignedToken, signAc
 import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
 import {
+  AccountGone,
   deleteAccountSessions,
   deleteFamily,
   familiesIssuedAt,
@@ -140,13 +141,16 @@ export async function issueSession(
 ): Promise<Session> {
   const db = opts.db ?? deps.db;
   const profile = opts.profile ?? (await loadProfile(db, accountId));
-  if (!profile) throw new Error(`account ${accountId} vanished while opening a session`);
+  // A sign-in that races the account's deletion: the account is gone, as for a caller who never had one.
+  if (!profile) throw new AppError('UNAUTHENTICATED', 'The account no longer exists.');
   // Every sign-in (password, MFA, magic link, activation, provider) ends here: a disabled account gets
   // no session whichever way it came.
   if (profile.account.disabled) throw new AppError('ACCOUNT_DISABLED');
   const draft = draftSession(deps, accountId, opts.family);
   // Also drops the account's expired tokens.
-  await insertSessionToken(db, draft.row);
+  await insertSessionToken(db, draft.row).catch((err: unknown) => {
+    throw err instanceof AccountGone ? new AppError('UNAUTHENTICATED', 'The account no longer exists.') : err;
+  });
   return completeSession(deps, draft, profile);
 }
 
@@ -158,6 +162,17 @@ function invalidRefresh(outcome: 'invalid' | 'reuse_detected'): AppError {
 
 /** Rotates a refresh token into a new session; 401 when it is unknown, expired, revoked or its account inactive or disabled. */
 export async function refreshSession(deps: SessionDeps, presented: string): Promise<Session> {
+  try {
+    return await rotate(deps, presented);
+  } catch (err) {
+    // The account was deleted while its token was being rotated: the token is as dead as its account.
+    if (err instanceof AccountGone || (err instanceof AppError && err.code === 'UNAUTHENTICATED'))
+      throw invalidRefresh('invalid');
+    throw err;
+  }
+}
+
+async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
   const now = deps.clock.now();
   const hash = sha256Hex(presented);
   const row = await findSessionToken(deps.db, hash);

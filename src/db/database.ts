@@ -109,6 +109,23 @@ function runCommitHooks(hooks: (() => void)[]): void {
 }
 
 /**
+ * A row that refers to one that is not there (23503), such as a row of an account that a concurrent
+ * request deleted: `ofAccount` when the reference is an account's or its user's.
+ */
+export class ForeignKeyViolation extends DatabaseError {
+  readonly ofAccount: boolean;
+  constructor(
+    readonly constraint: string,
+    queryName: string,
+    cause: unknown,
+  ) {
+    super(queryName, '23503', cause);
+    this.name = 'ForeignKeyViolation';
+    this.ofAccount = /_(account|user)_id_fkey$/.test(constraint);
+  }
+}
+
+/**
  * The database cannot answer for now (refused or lost connection, no free connection in time, a server
  * shutting down, starting up, read-only or out of resources): the request may succeed later, so the API
  * answers 503 DATABASE_UNAVAILABLE with Retry-After instead of 500.
@@ -175,6 +192,7 @@ function translate(name: string, err: unknown): Error {
   if (err instanceof UniqueViolation || err instanceof DatabaseError) return err;
   const e = err as { code?: string; constraint?: string };
   if (e?.code === '23505') return new UniqueViolation(e.constraint ?? 'unknown', name, err);
+  if (e?.code === '23503') return new ForeignKeyViolation(e.constraint ?? 'unknown', name, err);
   if (isUnavailableError(err)) return new DatabaseUnavailable(name, e?.code, err);
   return new DatabaseError(name, e?.code, err);
 }

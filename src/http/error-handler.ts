@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DatabaseUnavailable } from '../db/database.ts';
+import { DatabaseUnavailable, ForeignKeyViolation } from '../db/database.ts';
 import { AppError, ERRORS, type ErrorCode, errorBody, logLevelOf } from '../errors.ts';
 import { type SecurityHeaders, setSecurityHeaders } from './security.ts';
 import { validationMessage } from './validation.ts';
@@ -100,6 +100,9 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
     // A response already under way on this connection (keep-alive) must not be interleaved with ours.
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && !inFlight?.headersSent) {
+      // An answer to HEAD has no body (RFC 9110 §9.3.2): a client reading one as the next response breaks.
+      const received = (err as { rawPacket?: unknown }).rawPacket;
+      const isHead = Buffer.isBuffer(received) && received.subarray(0, 5).toString('latin1') === 'HEAD ';
       const body = JSON.stringify(errorBody(status, code, message));
       let head = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n`;
       for (const [name, value] of securityHeaders) head += `${name}: ${value}\r\n`;
@@ -108,7 +111,7 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
         'content-type: application/json; charset=utf-8\r\n' +
         `content-length: ${Buffer.byteLength(body)}\r\n` +
         'Connection: close\r\n\r\n';
-      socket.write(head + body);
+      socket.write(isHead ? head : head + body);
     }
     socket.destroy(err);
   };
@@ -156,6 +159,11 @@ export function installErrorHandling(app: FastifyInstance): void {
       const unavailable = new AppError('DATABASE_UNAVAILABLE', undefined, { cause: err });
       request.log.debug({ err }, unavailable.message);
       return send(reply, unavailable.statusCode, unavailable.code, unavailable.message, unavailable.headers);
+    }
+    if (err instanceof ForeignKeyViolation && err.ofAccount) {
+      // A write for an account that a concurrent request deleted (an access token stays valid until it
+      // expires): the caller's account is gone, as the revocation check would have said a moment later.
+      return send(reply, 401, 'UNAUTHENTICATED', 'The account no longer exists.');
     }
     request.log.error({ err }, 'unhandled error');
     return send(reply, 500, 'INTERNAL', ERRORS.INTERNAL.message);

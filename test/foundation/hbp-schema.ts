@@ -57,6 +57,19 @@ export const HBP_COLUMNS: Record<string, Column[]> = {
   ],
 };
 
+/**
+ * Columns Gatehouse adds to HBP's tables, after HBP's (nullable, so HBP-era clients and rows are not
+ * affected): auth.accounts.disabled_at, an operator's block (migration 0009).
+ */
+export const GATEHOUSE_ADDED_COLUMNS: Record<string, Column[]> = {
+  'auth.accounts': [['disabled_at', 'timestamptz', true, null]],
+};
+
+/** The columns a migrated database has: HBP's, then Gatehouse's additions. */
+export const MIGRATED_COLUMNS: Record<string, Column[]> = Object.fromEntries(
+  Object.entries(HBP_COLUMNS).map(([t, cols]) => [t, [...cols, ...(GATEHOUSE_ADDED_COLUMNS[t] ?? [])]]),
+);
+
 const EMAIL_RE = `'^[A-Za-z0-9._+%-]+@[A-Za-z0-9.-]+[.][A-Za-z]+$'::citext`;
 
 /** `table constraint-name definition`, as pg_get_constraintdef prints it. */

@@ -17,12 +17,12 @@ import { tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds } from '../helpers/db.ts';
 import { runsHere } from '../helpers/requirements.ts';
 import {
-  HBP_COLUMNS,
   HBP_CONSTRAINTS,
   HBP_DATA_SQL,
   HBP_MIGRATED_SQL,
   HBP_ROWS,
   HBP_TRIGGERS,
+  MIGRATED_COLUMNS,
   PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
@@ -64,6 +64,11 @@ for (const kind of dbKinds()) {
         before['auth.providers'] = [...(before['auth.providers'] ?? []), { provider: 'oidc' }].sort((a, b) =>
           String((a as { provider: string }).provider).localeCompare((b as { provider: string }).provider),
         );
+        // Accounts gain Gatehouse's nullable disabled_at (migration 0009), unset: no account is blocked.
+        before['auth.accounts'] = (before['auth.accounts'] ?? []).map((r) => ({
+          ...(r as object),
+          disabled_at: null,
+        }));
         assert.deepEqual(
           await snapshot(),
           before,
@@ -84,7 +89,7 @@ for (const kind of dbKinds()) {
 
         const schema = await readSchema(t.db);
         const { 'public.users': users_, ...authTables } = schema.columns;
-        const { 'public.users': expectedUsers, ...expectedAuth } = HBP_COLUMNS;
+        const { 'public.users': expectedUsers, ...expectedAuth } = MIGRATED_COLUMNS;
         assert.deepEqual(authTables, expectedAuth);
         assert.deepEqual(users_, [...(expectedUsers ?? []), ['name', 'text', true, null]]);
         assert.deepEqual(schema.constraints, [...HBP_CONSTRAINTS].sort());

@@ -12,6 +12,7 @@ import {
   HBP_CONSTRAINTS,
   HBP_ROLES,
   HBP_TRIGGERS,
+  MIGRATED_COLUMNS,
   PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
@@ -28,8 +29,8 @@ for (const kind of dbKinds()) {
     after(() => t.drop());
 
     for (const table of Object.keys(HBP_COLUMNS)) {
-      it(`${table} has exactly the columns of contract §10.3 (name, type, nullability, default)`, () => {
-        assert.deepEqual(schema.columns[table], HBP_COLUMNS[table]);
+      it(`${table} has exactly the columns of contract §10.3 (name, type, nullability, default), then Gatehouse's declared additions`, () => {
+        assert.deepEqual(schema.columns[table], MIGRATED_COLUMNS[table]);
       });
     }
 

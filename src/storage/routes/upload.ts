@@ -86,22 +86,42 @@ async function multipartFile(request: FastifyRequest): Promise<IncomingFile> {
   }
 }
 
-/** The raw body, decoupled from the socket so that refusing it midway can still answer (then close). */
-function rawFile(request: FastifyRequest): IncomingFile {
+/**
+ * The raw body, decoupled from the socket so that refusing it midway can still answer (then close).
+ * `release` ends the link once the upload is over (stored or refused): a connection that closes after
+ * that is nobody's error, and an error raised on a stream no one reads any more would be uncaught (and
+ * end the process).
+ */
+function rawFile(request: FastifyRequest): { file: IncomingFile; release(): void } {
   const raw = request.raw;
   const stream = new PassThrough();
   const aborted = () => {
+    // A client error (400), never seen by the client that left, and not logged as a fault of ours.
     if (!raw.complete)
-      stream.destroy(new Error('the client closed the connection before the upload finished'));
+      stream.destroy(
+        new AppError('BAD_REQUEST', 'The client closed the connection before the upload finished.'),
+      );
   };
   raw.once('close', aborted);
   raw.once('error', aborted);
+  // The reader (the store's write) learns of an error from the stream itself; this listener only keeps
+  // one raised while nobody reads (the client leaves while the upload looks up the file, before the
+  // write begins) from being an uncaught exception, which would end the process.
+  stream.on('error', () => {});
   raw.pipe(stream);
   const length = request.headers['content-length'];
   return {
-    stream,
-    mimetype: request.headers['content-type'],
-    declaredSize: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined,
+    file: {
+      stream,
+      mimetype: request.headers['content-type'],
+      declaredSize: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined,
+    },
+    release() {
+      raw.off('close', aborted);
+      raw.off('error', aborted);
+      raw.unpipe(stream);
+      stream.destroy();
+    },
   };
 }
 
@@ -130,17 +150,20 @@ export const uploadRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }> 
         'Send the file as the multipart part "file", or as the raw body with its Content-Type.',
       );
     }
-    const file = request.isMultipart() ? await multipartFile(request) : rawFile(request);
+    const raw = request.isMultipart() ? undefined : rawFile(request);
+    const file = raw?.file ?? (await multipartFile(request));
     // The parser reports a body cut short as an error on the file stream; that is a 400, not a 500.
     let streamError: unknown;
     if (request.isMultipart()) file.stream.once('error', (err) => (streamError = err));
-    const info = await uploadFile(deps, key, caller, file).catch((err: unknown) => {
-      // Our own refusals (413, 403) also reach the part stream, as the reason it was stopped.
-      const fromParser =
-        !(err instanceof AppError) &&
-        (err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message)));
-      throw request.isMultipart() && fromParser ? malformed(err) : err;
-    });
+    const info = await uploadFile(deps, key, caller, file)
+      .catch((err: unknown) => {
+        // Our own refusals (413, 403) also reach the part stream, as the reason it was stopped.
+        const fromParser =
+          !(err instanceof AppError) &&
+          (err === streamError || (err instanceof Error && BUSBOY_ERROR.test(err.message)));
+        throw request.isMultipart() && fromParser ? malformed(err) : err;
+      })
+      .finally(() => raw?.release());
     await deps.images.forget(key.key);
     return reply.code(200).send(toMetadata(info));
   });

@@ -1,0 +1,136 @@
+/**
+ * What the fuzzer (test/reliability/fuzz.test.ts) found, each pinned by a test of its own:
+ * - a client that left a raw-body upload while the service was looking the file up (before the write had
+ *   begun reading the body) raised an error on a stream nobody read yet: an uncaught exception, which
+ *   ended the service process;
+ * - headers too large on a HEAD request were answered with a body, which a client reads as the start of
+ *   the next response;
+ * - a sign-in, a refresh or a signed-in write (a new TOTP secret) racing the deletion of its account
+ *   stored its row after the account was gone: the foreign key refused it and the answer was a 500.
+ */
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { signUp } from '../auth/helpers.ts';
+import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
+import { dbKinds } from '../helpers/db.ts';
+import { killIfRunning, runNode, type ServiceProcess } from '../helpers/process.ts';
+
+/** Writes `text` on a new connection and gives what came back once the connection ends (or `waitMs`). */
+function exchange(
+  port: number,
+  text: string,
+  opts: { waitMs?: number; reset?: boolean } = {},
+): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(Buffer.concat(chunks)));
+    socket.write(text, 'latin1');
+    setTimeout(() => {
+      if (opts.reset) socket.resetAndDestroy();
+      else socket.destroy();
+    }, opts.waitMs ?? 500);
+  });
+}
+
+describe('the service process, after what the fuzzer found', () => {
+  let service: ServiceProcess;
+  let port: number;
+  before(async () => {
+    const dataDir = tempDir();
+    service = runNode('src/main.ts', {
+      PORT: '0',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'info',
+      STORAGE_MAX_UPLOAD_SIZE: '1mb',
+    });
+    port = Number(new URL(await service.listening).port);
+  });
+  after(async () => {
+    killIfRunning(service);
+    await service.exited;
+  });
+
+  it('stays up when clients leave raw uploads at once, many times over', async () => {
+    const path = '/storage/o/public/left.bin';
+    const head = `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n`;
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        exchange(port, head + 'a'.repeat(100 * i), { waitMs: i % 5, reset: i % 2 === 0 }),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(service.child.exitCode, null, service.stderr());
+    assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 204);
+  });
+
+  it('answers a HEAD request whose headers are too large with 431 and no body', async () => {
+    const answer = await exchange(
+      port,
+      `HEAD /health HTTP/1.1\r\nHost: x\r\nX-Large: ${'h'.repeat(70_000)}\r\n\r\n`,
+      {
+        waitMs: 2000,
+      },
+    );
+    const text = answer.toString('latin1');
+    assert.match(text, /^HTTP\/1\.1 431 /);
+    assert.equal(text.slice(text.indexOf('\r\n\r\n') + 4), '', 'nothing after the headers');
+  });
+
+  it('still answers a GET whose headers are too large with the error body', async () => {
+    const answer = await exchange(
+      port,
+      `GET /health HTTP/1.1\r\nHost: x\r\nX-Large: ${'h'.repeat(70_000)}\r\n\r\n`,
+      {
+        waitMs: 2000,
+      },
+    );
+    const text = answer.toString('latin1');
+    assert.match(text, /^HTTP\/1\.1 431 /);
+    assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).code, 'HEADERS_TOO_LARGE');
+  });
+});
+
+for (const kind of dbKinds()) {
+  describe(`a sign-in, a refresh and a signed-in write racing the deletion of their account [${kind}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await buildTestApp(kind, { ALLOW_USER_SELF_DELETE: true, RATE_LIMIT_ENABLED: false });
+    });
+    after(() => t.close());
+
+    it('answer 401 whichever commits first, never a 5xx', async () => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 12; i++) {
+        const s = await signUp(t);
+        const [login, refresh, mfa, deleted] = await Promise.all([
+          t.app.inject({
+            method: 'POST',
+            url: '/auth/login',
+            payload: { email: s.email, password: s.password, cookie: false },
+          }),
+          t.app.inject({ method: 'GET', url: `/auth/token/refresh?refresh_token=${s.refreshToken}` }),
+          t.app.inject({
+            method: 'POST',
+            url: '/auth/mfa/generate',
+            headers: { authorization: `Bearer ${s.jwt}` },
+          }),
+          t.app.inject({
+            method: 'POST',
+            url: '/auth/delete',
+            headers: { authorization: `Bearer ${s.jwt}` },
+          }),
+        ]);
+        assert.equal(deleted.statusCode, 204, deleted.body);
+        for (const r of [login, refresh, mfa]) {
+          assert.ok([200, 401].includes(r.statusCode), `${r.statusCode} ${r.body}`);
+          seen.add(`${r.statusCode} ${r.statusCode === 401 ? r.json().code : ''}`);
+        }
+      }
+      assert.ok(seen.size > 0);
+    });
+  });
+}
