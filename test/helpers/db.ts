@@ -78,6 +78,13 @@ export function migratedPgliteDump(): Promise<Blob> {
 }
 
 /**
+ * Test databases wait longer for a connection than the service's 5 s: on a loaded machine (a full run
+ * beside other work) connecting can take that long, and the suites here are not about connect timeouts
+ * (test/reliability/ sets its own).
+ */
+const CONNECT = { connectTimeoutMs: 30_000 };
+
+/**
  * A fresh database: PGlite starts already migrated (from the template), PostgreSQL starts empty.
  * `empty: true` gives an unmigrated PGlite too (schema tests).
  */
@@ -91,18 +98,18 @@ export async function createTestDatabase(
   }
   if (!TEST_DATABASE_URL) throw new Error('TEST_DATABASE_URL is not set');
   const name = `gatehouse_test_${randomBytes(6).toString('hex')}`;
-  const admin = openPostgres(TEST_DATABASE_URL, 1);
+  const admin = openPostgres(TEST_DATABASE_URL, 1, CONNECT);
   await admin.exec(`CREATE DATABASE ${name}`);
   await admin.close();
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${name}`;
-  const db = openPostgres(url.toString(), 5);
+  const db = openPostgres(url.toString(), 5, CONNECT);
   return {
     db,
     url: url.toString(),
     async drop() {
       await db.close();
-      const a = openPostgres(TEST_DATABASE_URL, 1);
+      const a = openPostgres(TEST_DATABASE_URL, 1, CONNECT);
       await a.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await a.close();
     },

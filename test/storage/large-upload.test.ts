@@ -146,7 +146,7 @@ for (const backend of backendKinds as BackendKind[]) {
         DATA_DIR: dataDir,
         HASURA_GRAPHQL_ADMIN_SECRET: ADMIN,
         // Above the 50 MiB default.
-        STORAGE_MAX_UPLOAD_SIZE: String(SIZE),
+        STORAGE_MAX_UPLOAD_SIZE: SIZE,
         ...s3,
       }));
     });
