@@ -2,8 +2,8 @@
  * Two instances sharing one PostgreSQL database and one Redis, behind a round-robin HTTP proxy in the test
  * process (as behind a load balancer): a refresh token rotated on one instance is honoured and its reuse
  * detected on the other, and the rate limits count requests to both in one counter. PostgreSQL and Redis
- * only (PGlite serves one process); without them the suite is reported as not run. (That each email of
- * the durable outbox is sent once across instances belongs here once the outbox lands.)
+ * only (PGlite serves one process); without them the suite is reported as not run. Both instances send
+ * from the one durable outbox, and each email reaches the SMTP server once.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -16,6 +16,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { runsHere } from '../helpers/requirements.ts';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.ts';
 
 /** A reverse proxy that sends request n to `targets[n % targets.length]` and records which one served it. */
 async function roundRobin(
@@ -54,12 +55,14 @@ describe('two instances behind a round-robin proxy, sharing PostgreSQL and Redis
   let b: TestApp;
   let proxy: Awaited<ReturnType<typeof roundRobin>>;
   let clock: TestClock;
+  let smtp: TestSmtp;
   /** A client address of this run's own, so that counters left in Redis by other suites do not count. */
   const clientAddress = () => `10.${randomBytes(3).join('.')}`;
   const MAX = 8;
 
   before(async () => {
     const shared = await createTestDatabase('postgres');
+    smtp = await startSmtp();
     const settings = {
       ...HS,
       REDIS_URL: process.env['REDIS_URL'],
@@ -70,6 +73,13 @@ describe('two instances behind a round-robin proxy, sharing PostgreSQL and Redis
       TIME_FRAME: 60_000,
       RATE_LIMIT_REGISTER_MAX: 1000,
       RATE_LIMIT_REFRESH_MAX: 1000,
+      SMTP_HOST: '127.0.0.1',
+      SMTP_PORT: smtp.port,
+      LOST_PASSWORD_ENABLED: true,
+      REDIRECT_URL_SUCCESS: 'http://app.test/signed-in',
+      REDIRECT_URL_ERROR: 'http://app.test/failed',
+      // Each instance wakes its own sender after a commit and polls for the other's rows this often.
+      EMAIL_POLL_INTERVAL_MS: 100,
     };
     // One clock for both, as real instances share time (each test app otherwise has its own frozen one).
     clock = new TestClock(Date.now());
@@ -88,6 +98,7 @@ describe('two instances behind a round-robin proxy, sharing PostgreSQL and Redis
     await proxy?.close();
     await b?.close();
     await a?.close();
+    await smtp?.stop();
   });
 
   /** A request through the proxy, from this run's client address; says which instance answered. */
@@ -151,5 +162,40 @@ describe('two instances behind a round-robin proxy, sharing PostgreSQL and Redis
     assert.deepEqual([...instances].sort(), [0, 1]);
     // Alone, each instance would have let MAX requests through (2 × MAX in all); shared, MAX in all.
     assert.deepEqual(statuses, [...Array(MAX).fill(200), 429, 429]);
+  });
+
+  it('sends each email of the shared outbox once, whichever instance queued it and both senders polling', async () => {
+    const emails = Array.from(
+      { length: 6 },
+      (_, i) => `mail-${i}-${randomBytes(6).toString('hex')}@example.com`,
+    );
+    for (const email of emails) {
+      const { res } = await viaProxy(clientAddress(), '/auth/register', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email, password: 'correct horse battery', cookie: false }),
+      });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    }
+    // A reset request is stored, answered 204, then turned into its email by whichever sender claims it.
+    const queuedBy = new Set<number>();
+    for (const email of emails) {
+      const { res, instance } = await viaProxy(clientAddress(), '/auth/change-password/request', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email }),
+      });
+      assert.equal(res.status, 204);
+      queuedBy.add(instance);
+    }
+    assert.deepEqual([...queuedBy].sort(), [0, 1], 'both instances queued requests');
+    const deadline = Date.now() + 30_000;
+    while (emails.some((e) => smtp.to(e).length === 0) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Several poll intervals more, so that a second sending of any row would have happened by now.
+    await new Promise((r) => setTimeout(r, 1_000));
+    for (const email of emails) assert.equal(smtp.to(email).length, 1, `emails to ${email}`);
   });
 });
