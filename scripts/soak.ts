@@ -184,6 +184,9 @@ async function client(deadline: number, rnd: () => number): Promise<void> {
   while (Date.now() < deadline) {
     if (!session) {
       session = await register();
+      // A new account: the files of the previous one are not its own to read (403 by the rules).
+      own.length = 0;
+      picture = undefined;
       continue;
     }
     const { account } = session;
@@ -277,6 +280,8 @@ try {
     // Every client may wait for a hash at once; the default line (64 per thread) sheds the excess with
     // 503 PASSWORD_HASHING_BUSY by design, which is overload protection, not what this run measures.
     PASSWORD_HASH_QUEUE: String(CLIENTS + 50),
+    // Likewise the transform queue: shedding load with 503 IMAGE_QUEUE_FULL is by design, not what this measures.
+    IMAGE_QUEUE_LIMIT: String(CLIENTS + 50),
     DATABASE_POOL_SIZE: '20',
     ...(ARGON2 === 'owasp' ? {} : { ARGON2_MEMORY_COST: '4096', ARGON2_TIME_COST: '1' }),
   });
