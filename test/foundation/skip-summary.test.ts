@@ -11,7 +11,7 @@ import { REPO_ROOT } from '../helpers/process.ts';
 
 const REPORTER = './test/reporters/skips.mjs';
 
-function runSuite(fixture: string): string {
+function runSuite(fixture: string, status = 0): string {
   const r = spawnSync(
     process.execPath,
     [
@@ -23,7 +23,7 @@ function runSuite(fixture: string): string {
     ],
     { cwd: REPO_ROOT, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } },
   );
-  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.status, status, r.stderr);
   return r.stdout;
 }
 
@@ -45,6 +45,21 @@ describe('the skip summary at the end of npm test', () => {
   it('says that nothing was left out when everything ran', () => {
     const out = runSuite('complete-suite.ts');
     assert.match(out, /# skipped 0\n[\s\S]*# not run: nothing — every suite ran\n$/);
+  });
+
+  it('repeats each failed test, with its file and message, before the not-run summary', () => {
+    const out = runSuite('failing-suite.ts', 1);
+    const tail = out.slice(out.lastIndexOf('# failed:'));
+    assert.match(tail, /^# failed: 1 test\(s\)\n/);
+    assert.match(tail, /#   test\/foundation\/fixtures\/failing-suite\.ts: fails with a message\n/);
+    assert.match(tail, /#       AssertionError: arithmetic went wrong\n/);
+    assert.doesNotMatch(tail, /a suite with one failure/, 'the parent suite failing for its child adds nothing');
+    assert.match(tail, /# not run: nothing — every suite ran\n$/);
+    assert.match(out, /# slowest files \(of 1\):\n#\s+[\d.]+ s  test\/foundation\/fixtures\/failing-suite\.ts\n/);
+  });
+
+  it('says that no test failed when none did', () => {
+    assert.match(runSuite('complete-suite.ts'), /# failed: none\n# not run: nothing/);
   });
 
   it('is the reporter of `npm test`', () => {

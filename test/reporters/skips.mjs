@@ -3,7 +3,10 @@
  * reporter option), followed by a summary of what did not run and why. A suite that cannot run on this
  * machine registers a skipped test carrying the reason (test/helpers/requirements.ts), so the summary
  * lists every suite left out, grouped by reason, and never claims a full run when whole suites were
- * skipped. Plain JavaScript, so that node can load it before any TypeScript loader is in place.
+ * skipped. Before that, it repeats each failed test with its file and the first lines of its error, and
+ * names the slowest files: CI shows only the end of the output, and a failure far up in thousands of TAP
+ * lines would otherwise be invisible there. Plain JavaScript, so that node can load it before any
+ * TypeScript loader is in place.
  */
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -32,16 +35,47 @@ export function skipSummary(skipped) {
   return lines;
 }
 
+/** The first lines of a failure's error, without the stack, `#`-prefixed. */
+function errorLines(error) {
+  const cause = error?.cause ?? error;
+  const text = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause ?? error?.message);
+  return text.split('\n').slice(0, 8).map((l) => `#       ${l}`);
+}
+
+/** The summary lines for the failed tests (leaves only: a suite failing because a child did adds nothing). */
+export function failureSummary(failed) {
+  if (failed.length === 0) return ['# failed: none'];
+  const lines = [`# failed: ${failed.length} test(s)`];
+  for (const f of failed) lines.push(`#   ${f.file}: ${f.name}`, ...f.lines);
+  return lines;
+}
+
+/** The slowest test files by the summed duration of their top-level tests. */
+export function slowestSummary(durations, count = 8) {
+  const top = [...durations].sort((a, b) => b[1] - a[1]).slice(0, count);
+  if (top.length === 0) return [];
+  return [
+    `# slowest files (of ${durations.size}):`,
+    ...top.map(([file, ms]) => `#   ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`),
+  ];
+}
+
 export default async function* skipsReporter(source) {
   const skipped = [];
+  const failed = [];
+  const durations = new Map();
   async function* watch() {
     for await (const event of source) {
+      const file = event.data?.file ? path.relative(ROOT, event.data.file) : '(unknown file)';
+      if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0)
+        durations.set(file, (durations.get(file) ?? 0) + (event.data.details?.duration_ms ?? 0));
+      if (event.type === 'test:fail' && event.data.details?.error?.failureType !== 'subtestsFailed')
+        failed.push({ file, name: event.data.name, lines: errorLines(event.data.details?.error) });
       if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.skip !== undefined) {
         const reason = typeof event.data.skip === 'string' ? event.data.skip : 'skipped without a reason';
         // Tests registered by test/helpers/requirements.ts end their name with their file.
         const named = /\(([^()]+\.[mc]?[jt]s)\)$/.exec(event.data.name)?.[1];
-        const file = named ?? (event.data.file ? path.relative(ROOT, event.data.file) : '(unknown file)');
-        skipped.push({ name: event.data.name, reason, file });
+        skipped.push({ name: event.data.name, reason, file: named ?? file });
       }
       yield event;
     }
@@ -51,5 +85,6 @@ export default async function* skipsReporter(source) {
   } else {
     yield* tap(watch());
   }
-  yield `${skipSummary(skipped).join('\n')}\n`;
+  const lines = [...slowestSummary(durations), ...failureSummary(failed), ...skipSummary(skipped)];
+  yield `${lines.join('\n')}\n`;
 }
