@@ -39,7 +39,10 @@ export function skipSummary(skipped) {
 function errorLines(error) {
   const cause = error?.cause ?? error;
   const text = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause ?? error?.message);
-  return text.split('\n').slice(0, 8).map((l) => `#       ${l}`);
+  return text
+    .split('\n')
+    .slice(0, 8)
+    .map((l) => `#       ${l}`);
 }
 
 /** The summary lines for the failed tests (leaves only: a suite failing because a child did adds nothing). */
