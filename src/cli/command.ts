@@ -12,6 +12,8 @@ export interface CliIO {
   err(text: string): void;
   env: Record<string, string | undefined>;
   cwd: string;
+  /** All of standard input (read only by a command asked to, e.g. `--password-stdin`). */
+  input(): string;
   now(): Date;
 }
 

@@ -3,7 +3,7 @@
  * `commands/`, each default-exporting a Command (see command.ts); this file only finds them, prints the
  * help and runs the one asked for. Exit codes: 0 done, 1 failed, 2 used wrongly.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { PROCESS_UMASK } from '../data-dir.ts';
@@ -94,6 +94,7 @@ export const processIO: CliIO = {
   err: (t) => process.stderr.write(t),
   env: process.env,
   cwd: process.cwd(),
+  input: () => readFileSync(0, 'utf8'),
   now: () => new Date(),
 };
 

@@ -45,7 +45,7 @@ const occupy = (passwords: Passwords) =>
     {
       op: 'argon2-hash',
       password: 'occupying the hashing thread',
-      options: { algorithm: 2, version: 1, memoryCost: 65536, timeCost: 32, parallelism: 1 },
+      options: { algorithm: 2, version: 1, memoryCost: 65536, timeCost: 10, parallelism: 1 },
     },
     1000,
   );

@@ -268,6 +268,7 @@ function io(cwd: string, clock: TestClock, env: Record<string, string> = {}) {
     },
     env: { DATA_DIR: cwd, CUSTOM_DIR: path.join(cwd, 'custom'), ...env },
     cwd,
+    input: () => '',
     now: () => clock.now(),
     outText: () => out,
     errText: () => err,

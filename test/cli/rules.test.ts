@@ -71,7 +71,8 @@ describe('gatehouse rules', () => {
       const good = await g.gatehouse('rules', 'check', 'rules/good.yaml');
       assert.equal(good.code, 0, good.err);
       assert.equal(good.out, 'rules/good.yaml: valid\n');
-      const bad = await g.gatehouse('rules', 'check', 'rules/bad.yaml');
+      // The real bin: the exit code and stderr as a script or an editor sees them.
+      const bad = await g.bin('', 'rules', 'check', 'rules/bad.yaml');
       assert.equal(bad.code, 1);
       assert.equal(
         bad.err,

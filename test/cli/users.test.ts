@@ -1,6 +1,7 @@
 /**
- * `gatehouse users`: the real command in a child process against the service's database (embedded
- * PGlite in DATA_DIR, and PostgreSQL through DATABASE_URL), checked through the service's own routes.
+ * `gatehouse users` against the service's database (embedded PGlite in DATA_DIR, and PostgreSQL through
+ * DATABASE_URL), checked through the service's own routes. The real bin creates the first account and
+ * gives the exit codes; the rest runs the same command in the test process (test/helpers/cli.ts).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -35,7 +36,8 @@ for (const kind of dbKinds()) {
     after(() => g?.close());
 
     it('creates an active account whose password (read from stdin) signs in, and lists it', async () => {
-      const made = await g.gatehouseWithInput(
+      // The real bin, the password on its standard input.
+      const made = await g.bin(
         `${PASSWORD}\n`,
         'users',
         'create',
@@ -80,7 +82,8 @@ for (const kind of dbKinds()) {
     });
 
     it('refuses a taken address, an unknown role, a short password and a missing email, with exit 1 or 2 and no stack trace', async () => {
-      const taken = await g.gatehouse('users', 'create', 'ada@example.com', '--active');
+      // The real bin: exit codes and streams as a script sees them.
+      const taken = await g.bin('', 'users', 'create', 'ada@example.com', '--active');
       assert.equal(taken.code, 1);
       assertPlainError(taken.err, /^an account with the email "ada@example\.com" exists already\n$/);
       const role = await g.gatehouse('users', 'create', 'bob@example.com', '--roles', 'user,admin');
@@ -89,7 +92,7 @@ for (const kind of dbKinds()) {
       const short = await g.gatehouse('users', 'create', 'bob@example.com', '--password', 'short');
       assert.equal(short.code, 1);
       assertPlainError(short.err, /the password must be 12 to 128 characters long/);
-      const none = await g.gatehouse('users', 'create');
+      const none = await g.bin('', 'users', 'create');
       assert.equal(none.code, 2);
       assert.match(
         none.err,

@@ -28,6 +28,7 @@ function captureIO() {
     },
     env: { DATA_DIR: dir },
     cwd: dir,
+    input: () => '',
     now: () => new Date(),
     text: () => out,
   };

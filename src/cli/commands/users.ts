@@ -2,7 +2,6 @@
  * `gatehouse users`: accounts, for an operator. Each subcommand opens the service's database (migrating
  * it as the service would) and calls the account code the routes use (auth/operator.ts).
  */
-import { readFileSync } from 'node:fs';
 import { listAccounts } from '../../auth/accounts-store.ts';
 import {
   checkNewPassword,
@@ -58,8 +57,8 @@ const roleList = (v: string | undefined) =>
         .map((r) => r.trim())
         .filter((r) => r !== '');
 
-function readStdin(): string {
-  return readFileSync(0, 'utf8').replace(/\r?\n$/, '');
+function readStdin(io: CliIO): string {
+  return io.input().replace(/\r?\n$/, '');
 }
 
 const create = {
@@ -90,7 +89,7 @@ x-hasura-user-id of its tokens).
       throw new UsageError('give --password or --password-stdin, not both');
     if (values['roles'] !== undefined && values['role'] !== undefined)
       throw new UsageError('give --roles or --role, not both');
-    const password = flags.has('password-stdin') ? readStdin() : values['password'];
+    const password = flags.has('password-stdin') ? readStdin(io) : values['password'];
     const config = configOf(io);
     return operate(io, async () => {
       let passwordHash: string | null = null;
