@@ -5,8 +5,15 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { accessToken } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { type DbKind, dbKinds } from '../helpers/db.ts';
-import { type BackendKind, buildStorageApp, hbpRules, type S3Peer, startS3rver } from '../storage/helpers.ts';
+import type { DbKind } from '../helpers/db.ts';
+import {
+  type BackendKind,
+  buildStorageApp,
+  dbBackendPairs,
+  hbpRules,
+  type S3Peer,
+  startS3rver,
+} from '../storage/helpers.ts';
 import { exifRotatedJpeg, flat, photo, pixelAt, pixels, pngBomb, variance } from './fixtures.ts';
 
 interface Fixtures {
@@ -371,6 +378,4 @@ function imageRoutes(db: DbKind, backend: BackendKind) {
   });
 }
 
-for (const db of dbKinds()) {
-  for (const backend of ['fs', 's3'] as const) imageRoutes(db, backend);
-}
+for (const [db, backend] of dbBackendPairs()) imageRoutes(db, backend);

@@ -9,15 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import yauzl from 'yauzl';
 import { entryName } from '../../src/storage/routes/send-zip.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { dbKinds } from '../helpers/db.ts';
-import {
-  type BackendKind,
-  backendKinds,
-  buildStorageApp,
-  type S3Peer,
-  startS3rver,
-  userIdFor,
-} from '../storage/helpers.ts';
+import { buildStorageApp, dbBackendPairs, type S3Peer, startS3rver, userIdFor } from '../storage/helpers.ts';
 
 const ADMIN = 'download-names-admin-secret';
 const OWNER = userIdFor('download-names');
@@ -59,67 +51,65 @@ before(async () => {
 });
 after(() => peer.close());
 
-for (const db of dbKinds()) {
-  for (const backend of backendKinds as BackendKind[]) {
-    describe(`download names [${backend}, ${db}]`, () => {
-      let t: TestApp;
-      let base: string;
-      const folder = `user/${OWNER}/names`;
-      const upload = async (name: string) => {
-        const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(name)}`, {
-          method: 'POST',
-          headers: { 'x-admin-secret': ADMIN, 'content-type': 'application/octet-stream' },
-          body: 'MZ not really a program',
-        });
-        assert.equal(res.status, 200, await res.text());
-      };
-
-      before(async () => {
-        t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN }, db);
-        base = await t.app.listen({ host: '127.0.0.1', port: 0 });
-        await upload(`invoice${RLO}fdp.exe`);
-        for (const [i, c] of [...DISGUISES, ...MARKS].entries()) await upload(`n${i}${c}gpj.exe`);
-        await upload(`.${RLO}.`);
+for (const [db, backend] of dbBackendPairs()) {
+  describe(`download names [${backend}, ${db}]`, () => {
+    let t: TestApp;
+    let base: string;
+    const folder = `user/${OWNER}/names`;
+    const upload = async (name: string) => {
+      const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(name)}`, {
+        method: 'POST',
+        headers: { 'x-admin-secret': ADMIN, 'content-type': 'application/octet-stream' },
+        body: 'MZ not really a program',
       });
-      after(() => t.close());
+      assert.equal(res.status, 200, await res.text());
+    };
 
-      it('offers a file named with U+202E under its name without the override', async () => {
-        const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(`invoice${RLO}fdp.exe`)}`, {
+    before(async () => {
+      t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN }, db);
+      base = await t.app.listen({ host: '127.0.0.1', port: 0 });
+      await upload(`invoice${RLO}fdp.exe`);
+      for (const [i, c] of [...DISGUISES, ...MARKS].entries()) await upload(`n${i}${c}gpj.exe`);
+      await upload(`.${RLO}.`);
+    });
+    after(() => t.close());
+
+    it('offers a file named with U+202E under its name without the override', async () => {
+      const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(`invoice${RLO}fdp.exe`)}`, {
+        headers: { 'x-admin-secret': ADMIN },
+      });
+      assert.equal(res.status, 200);
+      const { exact, fallback } = offeredNames(res.headers.get('content-disposition'));
+      assert.equal(exact, 'invoicefdp.exe');
+      assert.equal(fallback, 'invoicefdp.exe');
+    });
+
+    it('drops every bidirectional mark, override, isolate and control character from download names', async () => {
+      for (const [i, c] of [...DISGUISES, ...MARKS].entries()) {
+        const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(`n${i}${c}gpj.exe`)}`, {
           headers: { 'x-admin-secret': ADMIN },
         });
         assert.equal(res.status, 200);
+        const label = `U+${c.codePointAt(0)?.toString(16).toUpperCase()}`;
         const { exact, fallback } = offeredNames(res.headers.get('content-disposition'));
-        assert.equal(exact, 'invoicefdp.exe');
-        assert.equal(fallback, 'invoicefdp.exe');
-      });
-
-      it('drops every bidirectional mark, override, isolate and control character from download names', async () => {
-        for (const [i, c] of [...DISGUISES, ...MARKS].entries()) {
-          const res = await fetch(`${base}/storage/o/${folder}/${encodeURIComponent(`n${i}${c}gpj.exe`)}`, {
-            headers: { 'x-admin-secret': ADMIN },
-          });
-          assert.equal(res.status, 200);
-          const label = `U+${c.codePointAt(0)?.toString(16).toUpperCase()}`;
-          const { exact, fallback } = offeredNames(res.headers.get('content-disposition'));
-          assert.equal(exact, `n${i}gpj.exe`, label);
-          assert.equal(fallback, `n${i}gpj.exe`, label);
-        }
-      });
-
-      it('names zip entries without them, and never as . or ..', async () => {
-        const res = await fetch(`${base}/storage/o/${folder}/`, { headers: { 'x-admin-secret': ADMIN } });
-        assert.equal(res.status, 200);
-        const names = await unzipNames(Buffer.from(await res.arrayBuffer()));
-        assert.equal(names.length, 2 + DISGUISES.length + MARKS.length);
-        for (const name of names) {
-          assert.doesNotMatch(name, UNSAFE, JSON.stringify(name));
-          for (const segment of name.split('/')) assert.ok(segment !== '.' && segment !== '..', name);
-        }
-        assert.ok(names.includes(`${folder}/invoicefdp.exe`), names.join(', '));
-        assert.ok(names.includes(`${folder}/_`), names.join(', '));
-      });
+        assert.equal(exact, `n${i}gpj.exe`, label);
+        assert.equal(fallback, `n${i}gpj.exe`, label);
+      }
     });
-  }
+
+    it('names zip entries without them, and never as . or ..', async () => {
+      const res = await fetch(`${base}/storage/o/${folder}/`, { headers: { 'x-admin-secret': ADMIN } });
+      assert.equal(res.status, 200);
+      const names = await unzipNames(Buffer.from(await res.arrayBuffer()));
+      assert.equal(names.length, 2 + DISGUISES.length + MARKS.length);
+      for (const name of names) {
+        assert.doesNotMatch(name, UNSAFE, JSON.stringify(name));
+        for (const segment of name.split('/')) assert.ok(segment !== '.' && segment !== '..', name);
+      }
+      assert.ok(names.includes(`${folder}/invoicefdp.exe`), names.join(', '));
+      assert.ok(names.includes(`${folder}/_`), names.join(', '));
+    });
+  });
 }
 
 describe('zip entry names', () => {

@@ -9,15 +9,7 @@ import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { accessToken } from '../helpers/accounts.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { dbKinds } from '../helpers/db.ts';
-import {
-  type BackendKind,
-  backendKinds,
-  buildStorageApp,
-  type S3Peer,
-  startS3rver,
-  userIdFor,
-} from '../storage/helpers.ts';
+import { buildStorageApp, dbBackendPairs, type S3Peer, startS3rver, userIdFor } from '../storage/helpers.ts';
 
 const ADMIN = 'storage-defaults-admin-secret';
 const OWNER = userIdFor('public-owner');
@@ -68,127 +60,119 @@ before(async () => {
 });
 after(() => peer.close());
 
-for (const db of dbKinds()) {
-  for (const backend of backendKinds as BackendKind[]) {
-    describe(`built-in storage defaults [${backend}, ${db}]`, () => {
-      let t: TestApp;
-      let base: string;
-      let owner: string;
-      let other: string;
-      const text = (s: string) => ({ 'content-type': 'text/plain', 'content-length': String(s.length) });
-      const put = (path: string, data: string, headers: Record<string, string> = {}) =>
-        send(
-          base,
-          'POST',
-          `/storage/o/${path}`,
-          { ...text(data), ...headers },
-          {
-            chunk: Buffer.from(data),
-            times: 1,
-          },
-        );
-      const read = async (path: string) => {
-        const res = await fetch(`${base}/storage/o/${path}`);
-        return { status: res.status, body: await res.text() };
-      };
+for (const [db, backend] of dbBackendPairs()) {
+  describe(`built-in storage defaults [${backend}, ${db}]`, () => {
+    let t: TestApp;
+    let base: string;
+    let owner: string;
+    let other: string;
+    const text = (s: string) => ({ 'content-type': 'text/plain', 'content-length': String(s.length) });
+    const put = (path: string, data: string, headers: Record<string, string> = {}) =>
+      send(
+        base,
+        'POST',
+        `/storage/o/${path}`,
+        { ...text(data), ...headers },
+        {
+          chunk: Buffer.from(data),
+          times: 1,
+        },
+      );
+    const read = async (path: string) => {
+      const res = await fetch(`${base}/storage/o/${path}`);
+      return { status: res.status, body: await res.text() };
+    };
 
-      before(async () => {
-        // No rules file, no STORAGE_MAX_UPLOAD_SIZE: the built-in defaults.
-        t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN }, db);
-        base = await t.app.listen({ host: '127.0.0.1', port: 0 });
-        owner = await accessToken(t, OWNER);
-        other = await accessToken(t, OTHER);
-        assert.equal(
-          (await put('public/site/logo.txt', 'original', { 'x-admin-secret': ADMIN })).status,
-          200,
-        );
-        const mine = await put(`public/${OWNER}/avatar.txt`, 'mine', { authorization: `Bearer ${owner}` });
-        assert.equal(mine.status, 200, mine.body);
+    before(async () => {
+      // No rules file, no STORAGE_MAX_UPLOAD_SIZE: the built-in defaults.
+      t = await buildStorageApp(backend, peer, { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN }, db);
+      base = await t.app.listen({ host: '127.0.0.1', port: 0 });
+      owner = await accessToken(t, OWNER);
+      other = await accessToken(t, OTHER);
+      assert.equal((await put('public/site/logo.txt', 'original', { 'x-admin-secret': ADMIN })).status, 200);
+      const mine = await put(`public/${OWNER}/avatar.txt`, 'mine', { authorization: `Bearer ${owner}` });
+      assert.equal(mine.status, 200, mine.body);
+    });
+    after(() => t.close());
+
+    it('lets anyone read and list /public', async () => {
+      assert.deepEqual(await read('public/site/logo.txt'), { status: 200, body: 'original' });
+      assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
+      const list = await fetch(`${base}/storage/m/public/`);
+      assert.equal(list.status, 200);
+    });
+
+    it('refuses an anonymous overwrite of a public file, which stays as it was', async () => {
+      for (const path of ['public/site/logo.txt', `public/${OWNER}/avatar.txt`]) {
+        const res = await put(path, 'defaced');
+        assert.equal(res.status, 403, `${path}: ${res.body}`);
+        assert.equal(JSON.parse(res.body).code, 'FORBIDDEN');
+      }
+      assert.deepEqual(await read('public/site/logo.txt'), { status: 200, body: 'original' });
+      assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
+    });
+
+    it('refuses an anonymous delete of a public file, which stays readable', async () => {
+      for (const path of ['public/site/logo.txt', `public/${OWNER}/avatar.txt`]) {
+        const res = await send(base, 'DELETE', `/storage/o/${path}`, {});
+        assert.equal(res.status, 403, `${path}: ${res.body}`);
+      }
+      assert.equal((await read('public/site/logo.txt')).status, 200);
+      assert.equal((await read(`public/${OWNER}/avatar.txt`)).status, 200);
+    });
+
+    it("refuses a new anonymous file under /public (no free hosting for anyone's content)", async () => {
+      assert.equal((await put('public/new.txt', 'spam')).status, 403);
+      assert.equal((await read('public/new.txt')).status, 404);
+    });
+
+    it("refuses another signed-in user's overwrite and delete in an owner's /public folder", async () => {
+      const bearer = { authorization: `Bearer ${other}` };
+      assert.equal((await put(`public/${OWNER}/avatar.txt`, 'defaced', bearer)).status, 403);
+      assert.equal((await send(base, 'DELETE', `/storage/o/public/${OWNER}/avatar.txt`, bearer)).status, 403);
+      assert.equal((await put('public/site/logo.txt', 'defaced', bearer)).status, 403);
+      assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
+    });
+
+    it('lets the owner write and delete under /public/<their user id>/', async () => {
+      const bearer = { authorization: `Bearer ${owner}` };
+      assert.equal((await put(`public/${OWNER}/deep/note.txt`, 'v1', bearer)).status, 200);
+      assert.equal((await put(`public/${OWNER}/deep/note.txt`, 'v2', bearer)).status, 200);
+      assert.deepEqual(await read(`public/${OWNER}/deep/note.txt`), { status: 200, body: 'v2' });
+      assert.equal(
+        (await send(base, 'DELETE', `/storage/o/public/${OWNER}/deep/note.txt`, bearer)).status,
+        204,
+      );
+      assert.equal((await read(`public/${OWNER}/deep/note.txt`)).status, 404);
+    });
+
+    it('refuses with 413 an upload past the default limit of 50 MiB, storing nothing', async () => {
+      assert.equal(t.config.STORAGE_MAX_UPLOAD_SIZE, 50 * MIB);
+      // Declared too large: refused before the body is read.
+      const declared = await send(base, 'POST', '/storage/o/public/site/declared.bin', {
+        'x-admin-secret': ADMIN,
+        'content-type': 'application/octet-stream',
+        'content-length': String(50 * MIB + 1),
       });
-      after(() => t.close());
-
-      it('lets anyone read and list /public', async () => {
-        assert.deepEqual(await read('public/site/logo.txt'), { status: 200, body: 'original' });
-        assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
-        const list = await fetch(`${base}/storage/m/public/`);
-        assert.equal(list.status, 200);
-      });
-
-      it('refuses an anonymous overwrite of a public file, which stays as it was', async () => {
-        for (const path of ['public/site/logo.txt', `public/${OWNER}/avatar.txt`]) {
-          const res = await put(path, 'defaced');
-          assert.equal(res.status, 403, `${path}: ${res.body}`);
-          assert.equal(JSON.parse(res.body).code, 'FORBIDDEN');
-        }
-        assert.deepEqual(await read('public/site/logo.txt'), { status: 200, body: 'original' });
-        assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
-      });
-
-      it('refuses an anonymous delete of a public file, which stays readable', async () => {
-        for (const path of ['public/site/logo.txt', `public/${OWNER}/avatar.txt`]) {
-          const res = await send(base, 'DELETE', `/storage/o/${path}`, {});
-          assert.equal(res.status, 403, `${path}: ${res.body}`);
-        }
-        assert.equal((await read('public/site/logo.txt')).status, 200);
-        assert.equal((await read(`public/${OWNER}/avatar.txt`)).status, 200);
-      });
-
-      it("refuses a new anonymous file under /public (no free hosting for anyone's content)", async () => {
-        assert.equal((await put('public/new.txt', 'spam')).status, 403);
-        assert.equal((await read('public/new.txt')).status, 404);
-      });
-
-      it("refuses another signed-in user's overwrite and delete in an owner's /public folder", async () => {
-        const bearer = { authorization: `Bearer ${other}` };
-        assert.equal((await put(`public/${OWNER}/avatar.txt`, 'defaced', bearer)).status, 403);
-        assert.equal(
-          (await send(base, 'DELETE', `/storage/o/public/${OWNER}/avatar.txt`, bearer)).status,
-          403,
-        );
-        assert.equal((await put('public/site/logo.txt', 'defaced', bearer)).status, 403);
-        assert.deepEqual(await read(`public/${OWNER}/avatar.txt`), { status: 200, body: 'mine' });
-      });
-
-      it('lets the owner write and delete under /public/<their user id>/', async () => {
-        const bearer = { authorization: `Bearer ${owner}` };
-        assert.equal((await put(`public/${OWNER}/deep/note.txt`, 'v1', bearer)).status, 200);
-        assert.equal((await put(`public/${OWNER}/deep/note.txt`, 'v2', bearer)).status, 200);
-        assert.deepEqual(await read(`public/${OWNER}/deep/note.txt`), { status: 200, body: 'v2' });
-        assert.equal(
-          (await send(base, 'DELETE', `/storage/o/public/${OWNER}/deep/note.txt`, bearer)).status,
-          204,
-        );
-        assert.equal((await read(`public/${OWNER}/deep/note.txt`)).status, 404);
-      });
-
-      it('refuses with 413 an upload past the default limit of 50 MiB, storing nothing', async () => {
-        assert.equal(t.config.STORAGE_MAX_UPLOAD_SIZE, 50 * MIB);
-        // Declared too large: refused before the body is read.
-        const declared = await send(base, 'POST', '/storage/o/public/site/declared.bin', {
+      assert.equal(declared.status, 413);
+      assert.equal(JSON.parse(declared.body).code, 'PAYLOAD_TOO_LARGE');
+      // Not declared (chunked): refused once it grows past the limit.
+      const chunked = await send(
+        base,
+        'POST',
+        '/storage/o/public/site/chunked.bin',
+        {
           'x-admin-secret': ADMIN,
           'content-type': 'application/octet-stream',
-          'content-length': String(50 * MIB + 1),
-        });
-        assert.equal(declared.status, 413);
-        assert.equal(JSON.parse(declared.body).code, 'PAYLOAD_TOO_LARGE');
-        // Not declared (chunked): refused once it grows past the limit.
-        const chunked = await send(
-          base,
-          'POST',
-          '/storage/o/public/site/chunked.bin',
-          {
-            'x-admin-secret': ADMIN,
-            'content-type': 'application/octet-stream',
-            'transfer-encoding': 'chunked',
-          },
-          { chunk: Buffer.alloc(MIB, 1), times: 51 },
-        );
-        assert.equal(chunked.status, 413);
-        for (const key of ['public/site/declared.bin', 'public/site/chunked.bin']) {
-          const meta = await t.app.inject({ url: `/storage/m/${key}`, headers: { 'x-admin-secret': ADMIN } });
-          assert.equal(meta.statusCode, 404, key);
-        }
-      });
+          'transfer-encoding': 'chunked',
+        },
+        { chunk: Buffer.alloc(MIB, 1), times: 51 },
+      );
+      assert.equal(chunked.status, 413);
+      for (const key of ['public/site/declared.bin', 'public/site/chunked.bin']) {
+        const meta = await t.app.inject({ url: `/storage/m/${key}`, headers: { 'x-admin-secret': ADMIN } });
+        assert.equal(meta.statusCode, 404, key);
+      }
     });
-  }
+  });
 }

@@ -11,10 +11,25 @@ import type { ObjectStore } from '../../src/storage/backends/object-store.ts';
 import { S3ObjectStore, type S3Settings } from '../../src/storage/backends/s3.ts';
 import { HBP_RULES } from '../../src/storage/rules/rules.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
-import type { DbKind } from '../helpers/db.ts';
+import { type DbKind, dbKinds } from '../helpers/db.ts';
 
 export type BackendKind = 'fs' | 's3';
 export const backendKinds: BackendKind[] = ['fs', 's3'];
+
+/**
+ * Database and object-store pairs for suites whose subject depends on neither (image transforms,
+ * download names, storage defaults): each database kind and each backend once, rather than every
+ * combination, which doubled their time in `npm test` for no added reach. PGlite goes with the folder
+ * (the embedded defaults a newcomer runs), PostgreSQL with S3 (a production set-up); without
+ * TEST_DATABASE_URL, PGlite takes both backends.
+ */
+export function dbBackendPairs(): [DbKind, BackendKind][] {
+  const kinds = dbKinds();
+  return [
+    ['pglite', 'fs'],
+    [kinds.includes('postgres') ? 'postgres' : 'pglite', 's3'],
+  ];
+}
 
 export interface S3Peer {
   endpoint: string;
