@@ -102,7 +102,9 @@ function svgEnabled(db: DbKind) {
     let base: string;
     let peer: Server;
     let peerHits = 0;
-    const hostile = hostileSvg();
+    // Ten filter layers: about 10 s of drawing on this machine, so that "still drawing after twice
+    // IMAGE_TIMEOUT" holds with room on a faster one (four layers took 4.3 s, just over the 4 s asked).
+    const hostile = hostileSvg(10);
 
     before(async () => {
       t = await buildStorageApp(
