@@ -41,20 +41,28 @@ export interface NewSessionToken {
 /**
  * Stores a new token and, in the same statement, drops the account's expired ones (housekeeping HBP never
  * did): one round trip instead of two on every sign-in and refresh. The expired rows are those with
- * `expires_at <= createdAt`.
+ * `expires_at <= createdAt`. Throws AccountGone when the account no longer exists.
+ *
+ * Lock order: the statement takes the account row (FOR KEY SHARE) before it touches any token row, as
+ * an account's deletion does (the account, then its tokens by cascade). Locking a token row first and
+ * the account second (the foreign-key check of the insert) let a sign-in or refresh racing
+ * `POST /auth/delete` deadlock with it on PostgreSQL, and one of the two answered 500.
  */
 export async function insertSessionToken(db: Queryable, row: NewSessionToken): Promise<void> {
-  await db
+  const { rowCount } = await db
     .query(
       'InsertSessionToken',
-      `WITH expired AS (
-       DELETE FROM auth.session_tokens WHERE account_id = $3 AND expires_at <= $4
+      `WITH account AS (
+       SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
+     ), expired AS (
+       DELETE FROM auth.session_tokens WHERE account_id = (SELECT id FROM account) AND expires_at <= $4
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
+     SELECT $1, $2, account.id, $4, $5, $6 FROM account`,
       [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
     )
     .catch(accountGoneOr);
+  if (rowCount === 0) throw new AccountGone();
 }
 
 export async function findSessionToken(
@@ -81,9 +89,10 @@ export async function findSessionToken(
 /**
  * Rotates a token in one statement: marks `presentedHash` rotated, stores its successor `next` and drops
  * the account's expired tokens, all or nothing; false (and nothing written) when the presented token was
- * already rotated, by a racing request or earlier. One round trip where a transaction around an
- * update and an insert takes four. The successor inherits the presented token's `signed_in_at` inside
- * the statement, so a refresh can never move a family's sign-in instant.
+ * already rotated, by a racing request or earlier, or its account is gone. One round trip where a
+ * transaction around an update and an insert takes four. The successor inherits the presented token's
+ * `signed_in_at` inside the statement, so a refresh can never move a family's sign-in instant. Locks
+ * the account before the token row, as insertSessionToken does (see there why).
  */
 export async function rotateSessionToken(
   db: Queryable,
@@ -93,9 +102,11 @@ export async function rotateSessionToken(
   const { rowCount } = await db
     .query(
       'RotateSessionToken',
-      `WITH rotated AS (
+      `WITH account AS (
+       SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
+     ), rotated AS (
        UPDATE auth.session_tokens SET rotated_at = $4
-        WHERE token_hash = $1 AND rotated_at IS NULL
+        WHERE token_hash = $1 AND rotated_at IS NULL AND account_id = (SELECT id FROM account)
        RETURNING signed_in_at
      ), expired AS (
        DELETE FROM auth.session_tokens

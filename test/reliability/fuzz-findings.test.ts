@@ -102,9 +102,12 @@ for (const kind of dbKinds()) {
     });
     after(() => t.close());
 
-    it('answer 401 whichever commits first, never a 5xx', async () => {
+    // On PostgreSQL the token writes once locked a token row before the account row, the deletion the
+    // other way round: about one round in twenty deadlocked and answered 500. Sixty rounds there make
+    // the old lock order fail this test with near certainty.
+    it('answer 401 whichever commits first, never a 5xx (no deadlock with the token writes)', async () => {
       const seen = new Set<string>();
-      for (let i = 0; i < 12; i++) {
+      for (let i = 0; i < (kind === 'postgres' ? 60 : 12); i++) {
         const s = await signUp(t);
         const [login, refresh, mfa, deleted] = await Promise.all([
           t.app.inject({
