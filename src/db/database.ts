@@ -233,6 +233,29 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
 }
 
+/**
+ * PostgreSQL aborts one of two transactions that wait on each other (40P01, deadlock) and, under
+ * SERIALIZABLE, one that would break serial order (40001). Both are rolled back entirely and meant to be
+ * run again, so a statement or transaction that fails so is retried (up to three runs in all, after a
+ * short random pause) rather than answered 500. The statements are ordered to avoid deadlocks (see
+ * sessions-store.ts); this covers the orders that remain, such as a ticket being used while its
+ * account is deleted.
+ */
+const RETRYABLE = new Set(['40P01', '40001']);
+const RUNS = 3;
+
+async function retryingConflicts<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      const state = err instanceof DatabaseError ? err.sqlState : undefined;
+      if (attempt >= RUNS || state === undefined || !RETRYABLE.has(state)) throw err;
+      await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * attempt));
+    }
+  }
+}
+
 export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions = {}): Database {
   const pool = new pg.Pool({
     connectionString: url,
@@ -251,53 +274,9 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
   );
   return {
     kind: 'postgres',
-    query: q.query,
-    exec: q.exec,
-    async transaction(fn) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (err) {
-        throw translate('connect', err);
-      }
-      // A checked-out client has no error listener of the pool's: a connection lost between two
-      // statements (while the transaction awaits something else) would be an unhandled 'error' event
-      // and end the process. The next statement fails instead, and the client is discarded below.
-      let lost: unknown;
-      const onError = (err: unknown) => {
-        lost ??= err;
-      };
-      client.on('error', onError);
-      const hooks: (() => void)[] = [];
-      const tx = withCommitHooks(
-        wrap(
-          (sql, params) => client.query(sql, params as unknown[]),
-          (sql) => client.query(sql),
-        ),
-        hooks,
-      );
-      try {
-        await tx.query('begin', 'BEGIN');
-        const result = await fn(tx);
-        // A COMMIT that fails for a lost connection leaves the outcome unknown to us: the caller gets
-        // DatabaseUnavailable (503), never a success for a write that may not have happened.
-        await tx.query('commit', 'COMMIT');
-        runCommitHooks(hooks);
-        return result;
-      } catch (err) {
-        if (lost === undefined) {
-          // A client left inside a failed transaction must not go back to the pool.
-          await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
-            lost = rollbackErr;
-          });
-        }
-        throw err;
-      } finally {
-        client.removeListener('error', onError);
-        // A client whose connection failed is destroyed, not returned to the pool.
-        client.release(lost === undefined ? undefined : (lost as Error));
-      }
-    },
+    query: (name, sql, params) => retryingConflicts(() => q.query(name, sql, params)),
+    exec: (sql) => retryingConflicts(() => q.exec(sql)),
+    transaction: (fn) => retryingConflicts(() => runTransaction(fn)),
     async ping() {
       await q.query('ping', 'select 1');
     },
@@ -311,6 +290,52 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
       max: poolSize,
     }),
   };
+
+  async function runTransaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (err) {
+      throw translate('connect', err);
+    }
+    // A checked-out client has no error listener of the pool's: a connection lost between two
+    // statements (while the transaction awaits something else) would be an unhandled 'error' event
+    // and end the process. The next statement fails instead, and the client is discarded below.
+    let lost: unknown;
+    const onError = (err: unknown) => {
+      lost ??= err;
+    };
+    client.on('error', onError);
+    const hooks: (() => void)[] = [];
+    const tx = withCommitHooks(
+      wrap(
+        (sql, params) => client.query(sql, params as unknown[]),
+        (sql) => client.query(sql),
+      ),
+      hooks,
+    );
+    try {
+      await tx.query('begin', 'BEGIN');
+      const result = await fn(tx);
+      // A COMMIT that fails for a lost connection leaves the outcome unknown to us: the caller gets
+      // DatabaseUnavailable (503), never a success for a write that may not have happened.
+      await tx.query('commit', 'COMMIT');
+      runCommitHooks(hooks);
+      return result;
+    } catch (err) {
+      if (lost === undefined) {
+        // A client left inside a failed transaction must not go back to the pool.
+        await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+          lost = rollbackErr;
+        });
+      }
+      throw err;
+    } finally {
+      client.removeListener('error', onError);
+      // A client whose connection failed is destroyed, not returned to the pool.
+      client.release(lost === undefined ? undefined : (lost as Error));
+    }
+  }
 }
 
 /** The embedded database's folder is used by another live process (or already open in this one). */

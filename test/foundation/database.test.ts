@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { DatabaseError, DatabaseInUse, openPglite, UniqueViolation } from '../../src/db/database.ts';
 import { tempDir } from '../helpers/app.ts';
 import { createTestDatabase, dbKinds, migratedPgliteDump, type TestDatabase } from '../helpers/db.ts';
+import { runsHere } from '../helpers/requirements.ts';
 
 for (const kind of dbKinds()) {
   describe(`Database interface [${kind}]`, () => {
@@ -118,3 +119,44 @@ describe('embedded database folder lock', () => {
     assert.equal(existsSync(lock), false);
   });
 });
+
+if (runsHere('postgres', 'deadlock retries on PostgreSQL')) {
+  describe('deadlocks on PostgreSQL', () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await createTestDatabase('postgres');
+      await t.db.exec(
+        'CREATE TABLE pair (id int PRIMARY KEY, v int); INSERT INTO pair VALUES (1, 0), (2, 0)',
+      );
+    });
+    after(() => t?.drop());
+
+    it('runs again the transaction PostgreSQL aborts to break a deadlock, so both writers succeed', async () => {
+      // Two transactions lock the two rows in opposite orders, each waiting for the other to hold its
+      // first row: a deadlock every time. PostgreSQL aborts one (40P01); it must be run again, not fail.
+      let held = 0;
+      const bothHold = () =>
+        new Promise<void>((resolve) => {
+          held++;
+          const check = () => (held >= 2 ? resolve() : setTimeout(check, 5));
+          check();
+        });
+      const runs = { a: 0, b: 0 };
+      const writer = (name: 'a' | 'b', first: number, second: number) =>
+        t.db.transaction(async (tx) => {
+          runs[name]++;
+          await tx.query('test-first', 'UPDATE pair SET v = v + 1 WHERE id = $1', [first]);
+          if (runs[name] === 1) await bothHold();
+          await tx.query('test-second', 'UPDATE pair SET v = v + 1 WHERE id = $1', [second]);
+        });
+      await Promise.all([writer('a', 1, 2), writer('b', 2, 1)]);
+      assert.equal(runs.a + runs.b, 3, 'one of the two ran twice');
+      const { rows } = await t.db.query<{ v: number }>('test-pair', 'SELECT v FROM pair ORDER BY id');
+      assert.deepEqual(
+        rows.map((r) => r.v),
+        [2, 2],
+        'each writer applied its two updates once',
+      );
+    });
+  });
+}
