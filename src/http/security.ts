@@ -7,6 +7,7 @@ import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import helmet from 'helmet';
 import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
 
 /** Case-insensitive patterns where `*` matches runs of `star` (a regex class); everything else is literal. */
 function patternMatcher(patterns: readonly string[], star: string): (value: string) => boolean {
@@ -109,6 +110,22 @@ export async function installSecurity(
   });
 
   const allowed = corsOriginAllowed(config);
+  // @fastify/cors answers an OPTIONS request from a trusted origin without Access-Control-Request-Method
+  // (not a preflight) with a plain-text 400; the fuzzer found it. The same refusal, in the error body
+  // every other route uses, is made here first.
+  app.addHook('onRequest', async (request) => {
+    const origin = request.headers.origin;
+    if (
+      request.method === 'OPTIONS' &&
+      origin !== undefined &&
+      request.headers['access-control-request-method'] === undefined &&
+      allowed(origin)
+    )
+      throw new AppError(
+        'BAD_REQUEST',
+        'An OPTIONS request from a browser origin is a CORS preflight: send Access-Control-Request-Method.',
+      );
+  });
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,

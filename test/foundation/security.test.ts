@@ -118,6 +118,18 @@ describe('CORS with CORS_ORIGINS', () => {
   });
   after(() => t.close());
 
+  it('refuses an OPTIONS request from a listed origin that is not a preflight with the JSON error body', async () => {
+    const res = await t.app.inject({
+      method: 'OPTIONS',
+      url: '/auth/login',
+      headers: { origin: 'https://app.example.com' },
+    });
+    assert.equal(res.statusCode, 400);
+    assert.match(String(res.headers['content-type']), /^application\/json/);
+    assert.equal(res.json().code, 'BAD_REQUEST');
+    assert.match(res.json().message, /Access-Control-Request-Method/);
+  });
+
   it('reflects exactly the listed origins and wildcard subdomains', async () => {
     for (const origin of ['https://app.example.com', 'https://a.example.org', 'https://a.b.example.org']) {
       const res = await preflight(t, origin);
