@@ -297,7 +297,15 @@ if (postgres)
       const after = outageLines();
       const down = after.down - before.down;
       assert.ok(down >= 1, 'the outage was logged');
-      assert.ok(down <= 4, `logged per outage (${down} lines for 4 faults), not per failed request`);
+      // One cut can show as two outages: the first new connection succeeds ("available again") a few
+      // milliseconds before a statement sent on another connection the cut killed, which the pool had
+      // not yet noticed, fails. So at most two per fault, and far fewer than the failed statements.
+      const failed = captured
+        .matching(RECOVERED)
+        .slice(before.up)
+        .reduce((n, l) => n + Number(l['failures'] ?? 0), 0);
+      assert.ok(down <= 8, `logged per outage (${down} lines for 4 faults), not per failed request`);
+      assert.ok(down < failed, `${down} outage lines for ${failed} failed statements`);
       assert.ok((s.byStatus[503] ?? 0) >= down, 'fewer lines than refusals');
       assert.equal(after.up - before.up, down, 'each outage logged its end');
     });
