@@ -13,12 +13,16 @@ export interface WatchedDatabase extends Database {
   readonly unavailable: boolean;
 }
 
-/** The error's own words, without the wrapping (never a connection string: pg does not put it there). */
-function reason(err: DatabaseUnavailable): { code?: string; message: string } {
+/**
+ * The error's own words, without the wrapping (never a connection string: pg does not put it there).
+ * Its code (a SQLSTATE or a socket error such as ECONNREFUSED) goes out as `errorCode`: the log
+ * redaction blanks any field named `code`, since OAuth codes are secrets.
+ */
+function reason(err: DatabaseUnavailable): { errorCode?: string; message: string } {
   const cause = err.cause as { code?: unknown; message?: unknown } | undefined;
-  const code = typeof cause?.code === 'string' ? cause.code : err.sqlState;
+  const errorCode = typeof cause?.code === 'string' ? cause.code : err.sqlState;
   const message = typeof cause?.message === 'string' ? cause.message : err.message;
-  return code === undefined ? { message } : { code, message };
+  return errorCode === undefined ? { message } : { errorCode, message };
 }
 
 export function watchAvailability(db: Database, log: FastifyBaseLogger): WatchedDatabase {

@@ -194,7 +194,7 @@ export class FailoverStore implements CounterStore {
       result = await op(this.shared);
     } catch (err) {
       const e = err as { code?: unknown; message?: unknown };
-      this.outage.failed({ reason: { code: e?.code, message: e?.message } });
+      this.outage.failed({ reason: { errorCode: e?.code, message: e?.message } });
       if (this.policy === 'local') return op(this.local);
       if (this.policy === 'closed') throw new AppError('RATE_LIMIT_UNAVAILABLE', undefined, { cause: err });
       throw new CountersUnavailable('rate-limit store unavailable', { cause: err });

@@ -135,6 +135,8 @@ if (postgres)
       assert.equal(after.up - before.up, 1, 'one line when it ended');
       const line = captured.matching(OUTAGE).at(-1) ?? {};
       assert.equal(line['level'], 50, 'the outage is an error');
+      // The cause is readable: the redaction of fields named `code` once blanked its error code.
+      assert.doesNotMatch(JSON.stringify(line['reason']), /redacted/);
       assert.doesNotMatch(JSON.stringify(line), /password/i);
     });
 
