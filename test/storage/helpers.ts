@@ -3,7 +3,7 @@
  * built on either backend.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import S3rver from 's3rver';
 import { FsObjectStore } from '../../src/storage/backends/fs.ts';
@@ -38,6 +38,13 @@ export interface S3Peer {
   /** Stops the server but keeps its data, to simulate an outage; `start` brings it back on the same port. */
   stop(): Promise<void>;
   start(): Promise<void>;
+  /**
+   * True when s3rver holds a file for an object whose PUT never finished. s3rver writes a PUT's body in
+   * place as it arrives and records the object's MD5 only once the body is complete, so a PUT cut off
+   * midway (its client killed) leaves a partial object that it then serves. S3 itself never makes an
+   * object of an incomplete PUT; a test of "never a partial object" must not count s3rver's.
+   */
+  unfinishedPut(key: string): boolean;
 }
 
 export async function startS3rver(): Promise<S3Peer> {
@@ -66,6 +73,17 @@ export async function startS3rver(): Promise<S3Peer> {
       await server?.close();
       server = undefined;
       rmSync(dir, { recursive: true, force: true });
+    },
+    unfinishedPut(key) {
+      const name = `${path.basename(key)}._S3rver_object`;
+      const folder = path.dirname(key);
+      return readdirSync(dir, { recursive: true, withFileTypes: true }).some(
+        (e) =>
+          e.isFile() &&
+          e.name === name &&
+          e.parentPath.endsWith(folder) &&
+          !existsSync(path.join(e.parentPath, `${e.name}.md5`)),
+      );
     },
   };
 }
