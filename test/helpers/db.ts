@@ -125,7 +125,8 @@ export async function createTestDatabase(
  * A database goes back to the pool only when it provably equals a fresh one: its schema (tables,
  * columns, indexes, constraints, functions, triggers, views, policies, roles, grants, extensions and
  * settings) has the template's fingerprint, and then every table is emptied and the rows the migrations
- * seed are put back, with the session reset (`DISCARD ALL`) and sequences as the template left them.
+ * seed are put back, with the session reset (as `DISCARD ALL` does, its prepared statements aside) and
+ * sequences as the template left them.
  * A suite that changed the schema gets it closed instead. Each user holds a lease: once the handle is
  * closed or dropped, it refuses every statement (as a closed database does), so a straggler of a closed
  * app can never write into the next suite's database.
@@ -154,6 +155,7 @@ function closeIdleSoon(): void {
   }, IDLE_MS);
   idleTimer.unref();
 }
+
 let pristine: Promise<Pristine> | undefined;
 
 const SYSTEM = "('pg_catalog', 'information_schema', 'pg_toast')";
