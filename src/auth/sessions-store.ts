@@ -3,18 +3,14 @@
  * share a family (one sign-in) and its sign-in instant (`signed_in_at`); a rotated token keeps its row,
  * marked `rotated_at`, so that reuse can be recognised.
  */
-import { DatabaseError, type Queryable } from '../db/database.ts';
+import type { Queryable } from '../db/database.ts';
 
 /**
  * The account a token was being stored for no longer exists: it was deleted while it signed in or
- * refreshed (the foreign key on account_id refuses the row).
+ * refreshed. (The statements lock the account row first, so the foreign key never has to refuse one.)
  */
 export class AccountGone extends Error {
   override name = 'AccountGone';
-}
-
-function accountGoneOr(err: unknown): never {
-  throw err instanceof DatabaseError && err.sqlState === '23503' ? new AccountGone() : err;
 }
 
 export interface SessionTokenRow {
@@ -49,19 +45,17 @@ export interface NewSessionToken {
  * `POST /auth/delete` deadlock with it on PostgreSQL, and one of the two answered 500.
  */
 export async function insertSessionToken(db: Queryable, row: NewSessionToken): Promise<void> {
-  const { rowCount } = await db
-    .query(
-      'InsertSessionToken',
-      `WITH account AS (
+  const { rowCount } = await db.query(
+    'InsertSessionToken',
+    `WITH account AS (
        SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
      ), expired AS (
        DELETE FROM auth.session_tokens WHERE account_id = (SELECT id FROM account) AND expires_at <= $4
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      SELECT $1, $2, account.id, $4, $5, $6 FROM account`,
-      [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
-    )
-    .catch(accountGoneOr);
+    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
+  );
   if (rowCount === 0) throw new AccountGone();
 }
 
@@ -99,10 +93,9 @@ export async function rotateSessionToken(
   presentedHash: string,
   next: Omit<NewSessionToken, 'signedInAt'>,
 ): Promise<boolean> {
-  const { rowCount } = await db
-    .query(
-      'RotateSessionToken',
-      `WITH account AS (
+  const { rowCount } = await db.query(
+    'RotateSessionToken',
+    `WITH account AS (
        SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
      ), rotated AS (
        UPDATE auth.session_tokens SET rotated_at = $4
@@ -114,9 +107,8 @@ export async function rotateSessionToken(
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      SELECT $2, $5, $3, $4, $6, rotated.signed_in_at FROM rotated`,
-      [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
-    )
-    .catch(accountGoneOr);
+    [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
+  );
   return rowCount > 0;
 }
 

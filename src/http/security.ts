@@ -113,7 +113,7 @@ export async function installSecurity(
   // @fastify/cors answers an OPTIONS request from a trusted origin without Access-Control-Request-Method
   // (not a preflight) with a plain-text 400; the fuzzer found it. The same refusal, in the error body
   // every other route uses, is made here first.
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const origin = request.headers.origin;
     if (
       request.method === 'OPTIONS' &&
@@ -121,10 +121,13 @@ export async function installSecurity(
       request.headers['access-control-request-method'] === undefined &&
       allowed(origin)
     )
-      throw new AppError(
-        'BAD_REQUEST',
-        'An OPTIONS request from a browser origin is a CORS preflight: send Access-Control-Request-Method.',
+      done(
+        new AppError(
+          'BAD_REQUEST',
+          'An OPTIONS request from a browser origin is a CORS preflight: send Access-Control-Request-Method.',
+        ),
       );
+    else done();
   });
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),

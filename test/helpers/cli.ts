@@ -32,7 +32,7 @@ export interface CliResult {
 /** `gatehouse args` in this process, as `runGatehouse` runs it in a child. */
 export async function runGatehouseHere(
   args: readonly string[],
-  opts: { env: Record<string, string>; cwd: string; input?: string },
+  opts: { env: Record<string, string>; cwd: string },
 ): Promise<CliResult> {
   let out = '';
   let err = '';
@@ -45,7 +45,7 @@ export async function runGatehouseHere(
     },
     env: { ...opts.env },
     cwd: opts.cwd,
-    input: () => opts.input ?? '',
+    input: () => '',
     now: () => new Date(),
   };
   const code = await runCli([...args], io);
@@ -90,7 +90,6 @@ export interface CliInstallation {
   env: Record<string, string>;
   /** The command, run in this process (see the top of this file). */
   gatehouse(...args: string[]): Promise<CliResult>;
-  gatehouseWithInput(input: string, ...args: string[]): Promise<CliResult>;
   /** The real bin in a child process, `input` on its standard input. */
   bin(input: string, ...args: string[]): Promise<CliResult>;
   /** The service over the installation's database; `log` receives its log lines (default: none). */
@@ -130,7 +129,6 @@ export async function cliInstallation(
     dataDir,
     env,
     gatehouse: (...args) => runGatehouseHere(args, { env, cwd: dataDir }),
-    gatehouseWithInput: (input, ...args) => runGatehouseHere(args, { env, cwd: dataDir, input }),
     bin: (input, ...args) => runGatehouse(args, { env, cwd: dataDir, input }),
     async withService(fn, log) {
       const db = await openDb();
