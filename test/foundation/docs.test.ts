@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { renderReadme } from '../../scripts/config-docs.ts';
+import { CONFIG_DOC, renderConfigDoc } from '../../scripts/config-docs.ts';
 import { REPO_ROOT } from '../helpers/process.ts';
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
@@ -38,9 +38,9 @@ function markdownFiles(): string[] {
 }
 
 describe('README', () => {
-  it('lists every setting of src/config.ts (run `npm run docs` when this fails)', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    assert.equal(renderReadme(readme), readme);
+  it(`${CONFIG_DOC} lists every setting of src/config.ts (run \`npm run docs\` when this fails)`, () => {
+    const doc = readFileSync(path.join(REPO_ROOT, CONFIG_DOC), 'utf8');
+    assert.equal(renderConfigDoc(doc), doc);
   });
 
   it('and the guides in docs/ link only to files of the repository, and to anchors that exist', () => {
