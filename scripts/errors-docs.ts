@@ -1,8 +1,8 @@
 /**
- * Writes docs/errors.md from the error catalogue (src/errors.ts), as config-docs.ts writes the README's
- * configuration table from src/config.ts. `--check` exits 1 when the file is out of date; a test
- * (test/foundation/errors-catalogue.test.ts) checks it too, and that the codes it lists are the codes
- * the service throws.
+ * Writes docs/errors.md from the error catalogue (src/errors.ts), as config-docs.ts writes the
+ * configuration table of docs/configuration.md from src/config.ts. `--check` exits 1 when the file is out
+ * of date; a test (test/foundation/errors-catalogue.test.ts) checks it too, and that the codes it lists
+ * are the codes the service throws.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ERRORS, type ErrorCode } from '../src/errors.ts';

@@ -1,5 +1,5 @@
 /**
- * A local OpenID Connect provider for trying provider sign-in in a browser (README, "Try it: sign in
+ * A local OpenID Connect provider for trying provider sign-in in a browser (docs/providers.md, "Try it: sign in
  * with a local OpenID Connect provider"). `npm run oidc-dev` starts oidc-provider on
  * http://localhost:9000 with one client registered for a Gatehouse at http://localhost:3000, and a login
  * page that accepts any name: `ada` signs in as ada@example.com (an address the provider vouches for).

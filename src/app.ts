@@ -171,7 +171,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
 /**
  * Fastify's `trustProxy` for TRUST_PROXY. Fastify takes a bare number as "trust nothing" (a hop count
  * cannot check who connects), so a hop count is given as a function: the nearest n hops are believed,
- * whatever their address, as Express does; the README says when that is safe.
+ * whatever their address, as Express does; docs/auth.md ("Rate limits") says when that is safe.
  */
 function trustProxyOption(v: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
   if (typeof v === 'number') return (_address, hop) => hop < v;

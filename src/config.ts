@@ -1336,7 +1336,7 @@ function providerChecks(c: Partial, problems: string[]): void {
   }
 }
 
-/** The settings table for documentation (README) and tests. */
+/** The settings table for documentation (docs/configuration.md) and tests. */
 export function describeSettings(): {
   name: string;
   aliases: string[];

@@ -2,7 +2,7 @@
  * Proof beyond a bearer token for sensitive changes. An access token proves a session, not the person
  * holding it: stolen (an XSS, a log line, a shared machine) it works until it expires, and must not be
  * enough to take the account for good (move its email, then reset the password there) or to lock the
- * owner out (turn MFA on with the thief's secret). The sensitive changes are listed in the README
+ * owner out (turn MFA on with the thief's secret). The sensitive changes are listed in docs/auth.md
  * ("Sensitive changes"); each calls `assertReauthenticated`, which accepts either
  * - the current password sent with the request (`password`), checked under the same failure limit as
  *   `POST /auth/login`, or

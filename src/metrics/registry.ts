@@ -2,7 +2,7 @@
  * The Prometheus metrics of one app: a registry of its own (never prom-client's global one), the
  * counters the events of events.ts feed, and gauges read from the live parts (hashing pool, database
  * pool, image queue) when a scrape asks. Names follow Prometheus' conventions: `gatehouse_` prefix,
- * `_total` for counters, base units (seconds). The README lists them with sample alerts.
+ * `_total` for counters, base units (seconds). docs/operations.md lists them with sample alerts.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';

@@ -1,6 +1,6 @@
 /**
  * The deployment files (issue 21): they cannot be built or run here (no container engine), so what can
- * be checked is: the compose file and .env.example name every setting the README says production needs,
+ * be checked is: the compose file and .env.example name every setting docs/deployment.md says production needs,
  * Hasura's JWT secret points at /auth/jwks, the Dockerfile keeps its promises, and Debian's
  * docker-compose accepts the file.
  */
@@ -17,13 +17,13 @@ import { runsHere } from '../helpers/requirements.ts';
 
 const read = (file: string) => readFileSync(path.join(REPO_ROOT, file), 'utf8');
 
-/** The settings named in the README's production table. */
+/** The settings named in the production table of docs/deployment.md. */
 function productionSettings(): string[] {
-  const readme = read('README.md');
-  const a = readme.indexOf('<!-- production-settings:start -->');
-  const b = readme.indexOf('<!-- production-settings:end -->');
-  assert.ok(a > 0 && b > a, 'README has the production-settings table');
-  const names = [...readme.slice(a, b).matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1] as string);
+  const doc = read('docs/deployment.md');
+  const a = doc.indexOf('<!-- production-settings:start -->');
+  const b = doc.indexOf('<!-- production-settings:end -->');
+  assert.ok(a > 0 && b > a, 'docs/deployment.md has the production-settings table');
+  const names = [...doc.slice(a, b).matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1] as string);
   return [...new Set(names)];
 }
 
@@ -32,7 +32,7 @@ interface Compose {
 }
 
 describe('deployment files', () => {
-  it('the README production table names real settings, and the compose file and .env.example set each one', () => {
+  it('the production table of docs/deployment.md names real settings, and the compose file and .env.example set each one', () => {
     const names = productionSettings();
     assert.ok(names.length >= 15, `the table names the settings (${names.join(', ')})`);
     const known = new Set(describeSettings().flatMap((s) => [s.name, ...s.aliases]));
@@ -79,7 +79,7 @@ describe('deployment files', () => {
     assert.match(dockerfile, /^USER node$/m);
     assert.match(dockerfile, /^CMD \["node", "dist\/main\.js"\]$/m);
     assert.match(dockerfile, /^HEALTHCHECK [\s\S]*\/health'/m);
-    assert.match(read('README.md'), /The image build is not exercised by CI/);
+    assert.match(read('docs/deployment.md'), /The image build is not exercised by CI/);
   });
 
   if (runsHere('docker-compose', 'docker-compose config accepts docker-compose.yml')) {

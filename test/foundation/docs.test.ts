@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { renderReadme } from '../../scripts/config-docs.ts';
+import { CONFIG_DOC, renderConfigDoc } from '../../scripts/config-docs.ts';
 import { REPO_ROOT } from '../helpers/process.ts';
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
@@ -26,21 +26,44 @@ function anchorsOf(markdown: string): Set<string> {
   return out;
 }
 
-/** The Markdown files a reader of the repository is sent to: the README and docs/. */
-function markdownFiles(): string[] {
-  const docs = path.join(REPO_ROOT, 'docs');
-  return [
-    'README.md',
-    ...readdirSync(docs)
-      .filter((f) => f.endsWith('.md'))
-      .map((f) => `docs/${f}`),
-  ];
+/** The Markdown pages of docs/, at any depth, from the repository's root. */
+function docsPages(): string[] {
+  return readdirSync(path.join(REPO_ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f.split(path.sep).join('/')}`)
+    .sort();
 }
 
-describe('README', () => {
-  it('lists every setting of src/config.ts (run `npm run docs` when this fails)', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    assert.equal(renderReadme(readme), readme);
+/** The Markdown files a reader of the repository is sent to: the README and docs/. */
+function markdownFiles(): string[] {
+  return ['README.md', ...docsPages()];
+}
+
+const readme = () => readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+
+describe('README and docs/', () => {
+  it(`${CONFIG_DOC} lists every setting of src/config.ts (run \`npm run docs\` when this fails)`, () => {
+    const doc = readFileSync(path.join(REPO_ROOT, CONFIG_DOC), 'utf8');
+    assert.equal(renderConfigDoc(doc), doc);
+  });
+
+  it('stays a page a newcomer reads (250 lines at most); the reference lives in docs/', () => {
+    const lines = readme().split('\n').length;
+    assert.ok(lines <= 250, `README.md has ${lines} lines`);
+    assert.ok(
+      !readme().includes('<!-- config-table:start -->'),
+      'the settings table is in docs/configuration.md',
+    );
+  });
+
+  it('links every page of docs/, so no reference page is out of reach', () => {
+    const linked = new Set(
+      [...readme().matchAll(/\]\((docs\/[^)#\s]+\.md)(?:#[^)\s]*)?\)/g)].map((m) => m[1] as string),
+    );
+    assert.deepEqual(
+      docsPages().filter((p) => !linked.has(p)),
+      [],
+    );
   });
 
   it('and the guides in docs/ link only to files of the repository, and to anchors that exist', () => {

@@ -1,6 +1,6 @@
 /**
- * The README's walk-through, as a test: the local provider of `npm run oidc-dev` and a Gatehouse
- * configured as the README says; a browser signs in with a name typed into the provider's login page
+ * docs/providers.md's walk-through, as a test: the local provider of `npm run oidc-dev` and a Gatehouse
+ * configured as that page says; a browser signs in with a name typed into the provider's login page
  * and ends with a session (as JSON: the walk-through sets no REDIRECT_URL_SUCCESS).
  */
 import assert from 'node:assert/strict';

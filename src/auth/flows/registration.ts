@@ -10,7 +10,7 @@
  * when no other link was live beside it: when the address received more than one request (a second
  * registration, a resend), the mailbox's owner cannot tell whose link is whose, so activation proves the
  * address and opens a session but keeps no password and no choice (defaults; the owner sets a password
- * with the reset flow or change-password). See the README, "Registration and activation".
+ * with the reset flow or change-password). See docs/email-flows.md, "Registration and activation".
  *
  * Registration also answers the same for a new, a pending and an active address (status, body and
  * time: the password is hashed either way); the mailbox learns which it was by email.

@@ -3,7 +3,7 @@
  * is one of three kinds: OAuth 2.0 with a profile endpoint (GitHub, Facebook, Windows Live, Spotify),
  * OpenID Connect through discovery (Google, LinkedIn, Apple, `oidc`), or OAuth 1.0a (Twitter). A
  * provider also says whether it vouches for the email it returns; only a vouched email may be linked to
- * an existing account (README, "Sign in with a provider").
+ * an existing account (docs/providers.md, "Which account").
  */
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';

@@ -1,7 +1,7 @@
 /**
  * `gatehouse keys`: the access-token signing keys. `list` shows the current key, the retired ones and
  * where a rotation stands; `generate` makes a private key; `rotate` replaces the signing key so that no
- * token and no verifier notices (see README, "Key rotation"): the new key is published beside the old,
+ * token and no verifier notices (see docs/auth.md, "Key rotation"): the new key is published beside the old,
  * the old one keeps signing until verifiers' cached JWKS (JWKS_MAX_AGE) must have picked up the new one,
  * and it is dropped once the tokens it signed have expired (JWT_EXPIRES_IN).
  */

@@ -83,7 +83,7 @@ export function decodeSegment(name: string): string | undefined {
 /**
  * Recently read metadata, by key, for `head` (a metadata request would otherwise cost four thread-pool
  * round trips: open, fstat, read, close). Correct because the fs backend has one instance per folder
- * (README, Storage): every change goes through this process's commits, which call `changing` before
+ * (docs/storage.md): every change goes through this process's commits, which call `changing` before
  * and after touching a key. A copy is stored only when no commit ran while it was being read, so a read
  * that raced a commit can never put back the version the commit replaced. Copies also expire after
  * META_CACHE_TTL_MS, which bounds how long a change made behind the service's back (a restored backup,

@@ -26,7 +26,7 @@ const Query = Type.Object(
 const schema = {
   summary: 'Download a file, or a folder as a zip (path ending in "/")',
   description:
-    'ETag/Last-Modified with If-None-Match/If-Modified-Since (304), a single Range (206, 416 when unsatisfiable). Rules: `get`/`read` for a file; `list`/`read` for a folder and each file in it (and `get`/`read` for each zipped file). Any of w, h, q, f, r, b returns a transformed image (after the same rules; see the README). Query parameters other than these and `token` are ignored (cache-busters).',
+    'ETag/Last-Modified with If-None-Match/If-Modified-Since (304), a single Range (206, 416 when unsatisfiable). Rules: `get`/`read` for a file; `list`/`read` for a folder and each file in it (and `get`/`read` for each zipped file). Any of w, h, q, f, r, b returns a transformed image (after the same rules; see docs/images.md). Query parameters other than these and `token` are ignored (cache-busters).',
   tags: ['storage'],
   security,
   params: KeyParams,
