@@ -236,8 +236,11 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await load();
       assert.equal(await page.title(), 'Sign in · Gatehouse console');
       // The page's icon is served (a browser that asks for it gets it, not a 404).
-      const icon = (await page.locator('link[rel="icon"]').getAttribute('href')) ?? '';
-      assert.equal((await page.request.get(new URL(icon, `${base}/console/`).toString())).status(), 200);
+      const icon = await page.locator('link[rel="icon"]').getAttribute('href');
+      assert.ok(icon, 'the page names its icon (else the browser asks for /favicon.ico)');
+      const iconRes = await page.request.get(new URL(icon, `${base}/console/`).toString());
+      assert.equal(iconRes.status(), 200);
+      assert.equal(iconRes.headers()['content-type'], 'image/svg+xml');
       assert.deepEqual(complaints, [], 'no 4xx answer and no console error on a signed-out load');
 
       // The sign-in page names the email flows that are off here and leads to their settings.
