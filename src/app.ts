@@ -160,6 +160,8 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     await app.register(consoleRoutes, {
       config,
       outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
+      db: ctx.db,
+      rules: ctx.storage?.rules,
       prefix: '/console',
     });
   }

@@ -1,9 +1,11 @@
 /**
  * The development console at `/console`: a few static files (assets/, plain HTML, CSS and JavaScript
  * modules, no build step) that use the service's own routes as any web client would, on the same origin,
- * with the session in the service's httpOnly cookies. Two JSON routes only the console needs:
- * `api/settings` (which features are on) and, when the mailer writes the development outbox,
- * `api/outbox` (its messages, tickets included).
+ * with the session in the service's httpOnly cookies. A few read-only JSON routes only the console needs:
+ * `api/settings` (which features are on, and the setting that turns each on), `api/session` (whether
+ * the browser holds a refresh cookie, so that a signed-out load asks nothing that answers 401),
+ * `api/me` (the signed-in person's two-factor state and the folders the storage rules let them write)
+ * and, when the mailer writes the development outbox, `api/outbox` (its messages, tickets included).
  *
  * When it is served (CONSOLE_ENABLED): outside production by default. In production only when turned on,
  * and then only to whoever gives the admin secret, by HTTP Basic (any user name, the secret as password;
@@ -15,16 +17,26 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { findMfaAccountByUserId } from '../auth/mfa/mfa-store.ts';
 import { secretsEqual } from '../auth/secrets.ts';
 import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { ADMIN_SECRET_SUBJECT } from '../http/guesses.ts';
+import { REFRESH_COOKIE, signedCookie } from '../http/identity.ts';
 import { readOutbox } from '../mail/dev-outbox.ts';
+import type { StorageRules } from '../storage/rules/rules.ts';
+import { switches } from './switches.ts';
+import { writableFolders } from './writable.ts';
 
 export interface ConsoleOptions {
   config: Config;
   /** The development outbox folder, when the mailer writes one (never in production). */
   outboxDir: string | undefined;
+  /** Read for the signed-in person's two-factor state. */
+  db: Database;
+  /** The storage rules, when storage is on: the folders a person may write are derived from them. */
+  rules: StorageRules | undefined;
 }
 
 /**
@@ -50,7 +62,16 @@ const TYPES: Record<string, string> = {
 };
 
 /** The files served, by the name under /console/ (a fixed list: no path ever reaches the file system). */
-const ASSETS = ['index.html', 'console.css', 'main.js', 'api.js', 'dom.js', 'views.js', 'files.js'] as const;
+const ASSETS = [
+  'index.html',
+  'console.css',
+  'favicon.svg',
+  'main.js',
+  'api.js',
+  'dom.js',
+  'views.js',
+  'files.js',
+] as const;
 
 interface Asset {
   body: Buffer;
@@ -130,12 +151,13 @@ function consoleSettings(config: Config, outbox: boolean) {
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
     outbox,
+    ...switches(config),
   };
 }
 
 /** Registered with the prefix `/console`. */
 export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
-  const { config, outboxDir } = opts;
+  const { config, outboxDir, db, rules } = opts;
   const assets = loadAssets();
   const mayReadOutbox = outboxReader(config);
 
@@ -149,6 +171,9 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
         () => given !== undefined && secretsEqual(given, config.HASURA_GRAPHQL_ADMIN_SECRET),
       );
       if (!ok) throw adminSecretRequired();
+      // The Basic credential is the console's, not the caller's identity: `api/me` reads the session
+      // cookie, which an Authorization header would take precedence over (and refuse, being Basic).
+      delete request.headers.authorization;
     });
   }
   app.addHook('onSend', async (_request, reply) => {
@@ -176,6 +201,24 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
     reply.header('cache-control', 'no-store');
     return consoleSettings(config, outboxDir !== undefined);
   });
+  // Whether a refresh cookie is there to try: a signed-out page load then asks nothing that answers 401
+  // (the cookie is httpOnly, so the page cannot look itself). Presence only; the refresh still decides.
+  app.get('/api/session', hidden, async (request, reply) => {
+    reply.header('cache-control', 'no-store');
+    return { refreshCookie: signedCookie(request, REFRESH_COOKIE) !== undefined };
+  });
+
+  app.get('/api/me', hidden, async (request, reply) => {
+    const who = await request.identity();
+    if (!who) throw new AppError('UNAUTHENTICATED');
+    reply.header('cache-control', 'no-store');
+    const account = await findMfaAccountByUserId(db, who['user-id']);
+    return {
+      mfa: account?.mfaEnabled ?? false,
+      writable: rules ? writableFolders(rules, who) : [],
+    };
+  });
+
   if (outboxDir !== undefined && !config.isProduction) {
     app.get('/api/outbox', hidden, async (request, reply) => {
       if (!mayReadOutbox(request))

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { configFrom } from '../config.ts';
-import { appLink, withParams } from './links.ts';
+import { appHome, appLink, withParams } from './links.ts';
 
 describe('links', () => {
   it('adds parameters after an existing query and before a fragment', () => {
@@ -27,6 +27,17 @@ describe('links', () => {
     assert.equal(
       appLink(c, 'http://other.test/r', params),
       'http://other.test/r?ticket=t&type=password-reset',
+    );
+  });
+  it('points emails that only open the app at REDIRECT_URL_SUCCESS, else the console, else SERVER_URL', () => {
+    assert.equal(appHome(configFrom({ SERVER_URL: 'http://s.test/' })), 'http://s.test/console/');
+    assert.equal(
+      appHome(configFrom({ SERVER_URL: 'http://s.test', REDIRECT_URL_SUCCESS: 'http://app.test/in' })),
+      'http://app.test/in',
+    );
+    assert.equal(
+      appHome(configFrom({ SERVER_URL: 'http://s.test', CONSOLE_ENABLED: false })),
+      'http://s.test',
     );
   });
 });

@@ -35,6 +35,17 @@ export function consoleLanding(
 }
 
 /**
+ * Where an email that only points at the application leads (an email-change notice, "you already have
+ * an account"): REDIRECT_URL_SUCCESS, else the development console (consoleLanding), else SERVER_URL.
+ * SERVER_URL alone answers a JSON 404 at `/`.
+ */
+export function appHome(
+  config: Pick<Config, 'SERVER_URL' | 'REDIRECT_URL_SUCCESS' | 'CONSOLE_ENABLED' | 'isProduction'>,
+): string {
+  return config.REDIRECT_URL_SUCCESS || consoleLanding(config) || config.SERVER_URL;
+}
+
+/**
  * The link of an email that must open the app (a password reset or an email change needs a form):
  * `redirect_to` when given, else REDIRECT_URL_SUCCESS, else the development console (consoleLanding),
  * else SERVER_URL, with `ticket` and `type` added.

@@ -1,9 +1,11 @@
 /**
  * The development console, walked through in a real browser (Debian's Chromium driven by playwright-core)
  * against the service started as `npm start` starts it on embedded defaults (PGlite and the development
- * outbox in a temporary DATA_DIR): sign up, follow the activation link from the outbox, sign in, enrol
- * MFA from the page's secret, upload an image and see its thumbnail, reset the password through the
- * emailed link and sign in with the new one (and a TOTP code). Each page is photographed into
+ * outbox in a temporary DATA_DIR): a signed-out load that asks for nothing missing or refused, what is
+ * switched on, sign up, follow the activation link from the outbox, sign in, enrol MFA from the page's
+ * secret (the page then says it is on), upload an image and see its thumbnail, upload where the rules
+ * allow, reset the password through the emailed link and sign in with the new one (and a TOTP code),
+ * change the email and follow the notice sent to the old address. Each page is photographed into
  * docs/console/ (the README shows one). Without Chromium the suite is reported as skipped.
  */
 import assert from 'node:assert/strict';
@@ -107,6 +109,8 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
     let base: string;
     /** Problems the page reported: script errors and Content-Security-Policy refusals. */
     const pageProblems: string[] = [];
+    /** Answers of 400 and above, and errors in the browser's console (a failed load logs one). */
+    let complaints: string[] = [];
 
     before(async () => {
       dataDir = tempDir('gatehouse-console-');
@@ -145,6 +149,10 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       page.on('pageerror', (err) => pageProblems.push(`page error: ${err.message}`));
       page.on('console', (msg) => {
         if (/Content.Security.Policy|Refused to/i.test(msg.text())) pageProblems.push(msg.text());
+        if (msg.type() === 'error') complaints.push(`console: ${msg.text()}`);
+      });
+      page.on('response', (res) => {
+        if (res.status() >= 400) complaints.push(`${res.status()} ${res.request().method()} ${res.url()}`);
       });
       mkdirSync(SHOTS, { recursive: true });
     });
@@ -169,6 +177,8 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       const file = path.join(SHOTS, `${name}.png`);
       // Focus rings and the caret would make the pictures differ from run to run for nothing.
       await page.evaluate('document.activeElement?.blur()');
+      // The top of the page, whatever a click scrolled to.
+      await page.evaluate('window.scrollTo(0, 0)');
       const png = await page.screenshot({ type: 'png', caret: 'hide', animations: 'disabled' });
       assert.ok(png.length < MAX_SHOT_BYTES, `${name}.png is ${png.length} bytes (limit ${MAX_SHOT_BYTES})`);
       const meta = await sharp(png).metadata();
@@ -191,17 +201,72 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
     const form = (name: string): Locator => page.getByRole('form', { name, exact: true });
     const nav = (name: string) => page.getByRole('navigation').getByRole('link', { name, exact: true });
 
+    /** Opens the outbox and waits for a message of `template` (emails go out after the answer). */
+    async function openOutboxAt(template: string): Promise<Locator> {
+      await nav('Outbox').click();
+      const messages = page.locator('article.message', { hasText: template });
+      for (let i = 0; (await messages.count()) === 0; i++) {
+        assert.ok(i < 50, `a ${template} email reached the outbox`);
+        await page.waitForTimeout(100);
+        await page.getByRole('button', { name: 'Reload' }).click();
+      }
+      return messages.first();
+    }
+
     /** Opens the outbox and follows the link of the newest message of `template`. */
     async function followEmailedLink(template: string, linkName: string): Promise<void> {
-      await nav('Outbox').click();
-      const message = page.locator('article.message', { hasText: template }).first();
-      await message.waitFor();
+      const message = await openOutboxAt(template);
       await message.getByRole('link', { name: linkName }).click();
     }
 
-    it('walks sign-up, activation, sign-in, MFA, upload and a password reset', async () => {
-      await page.goto(`${base}/console/`);
+    /** Loads the console afresh (or `url`) and waits until it has drawn its first page. */
+    async function load(url = `${base}/console/`): Promise<void> {
+      await page.goto(url);
       await page.locator('body[data-ready="true"]').waitFor();
+    }
+
+    /** The element that has focus, as `tag[name]`. */
+    const focused = () =>
+      page.evaluate(
+        "(() => { const el = document.activeElement; return el?.tagName.toLowerCase() + '[' + (el?.getAttribute('name') ?? '') + ']'; })()",
+      );
+
+    it('loads signed out without a refused or missing request, and says what is switched on', async () => {
+      complaints = [];
+      await load();
+      assert.equal(await page.title(), 'Sign in · Gatehouse console');
+      // The page's icon is served (a browser that asks for it gets it, not a 404).
+      const icon = await page.locator('link[rel="icon"]').getAttribute('href');
+      assert.ok(icon, 'the page names its icon (else the browser asks for /favicon.ico)');
+      const iconRes = await page.request.get(new URL(icon, `${base}/console/`).toString());
+      assert.equal(iconRes.status(), 200);
+      assert.equal(iconRes.headers()['content-type'], 'image/svg+xml');
+      assert.deepEqual(complaints, [], 'no 4xx answer and no console error on a signed-out load');
+
+      // The sign-in page names the email flows that are off here and leads to their settings.
+      await page.getByText('Off here: magic links.').waitFor();
+      await page.getByRole('link', { name: 'What is switched on' }).click();
+      await page.getByRole('heading', { name: 'What is switched on', level: 1 }).waitFor();
+      const row = (table: string, flow: string) =>
+        page.getByRole('table', { name: table }).getByRole('row').filter({ hasText: flow });
+      assert.deepEqual(await row('Flows', 'Magic links').getByRole('cell').allTextContents(), [
+        'Off',
+        'MAGIC_LINK_ENABLED=true',
+      ]);
+      assert.deepEqual(await row('Flows', 'Activation emails').getByRole('cell').allTextContents(), [
+        'On',
+        'AUTO_ACTIVATE_NEW_USERS=false',
+      ]);
+      assert.deepEqual(await row('Sign-in providers', 'GitHub').getByRole('cell').allTextContents(), [
+        'Off',
+        'GITHUB_ENABLED=truewith GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET',
+      ]);
+      await shot('switches');
+      await unlabelled();
+    });
+
+    it('walks sign-up, activation, sign-in, MFA, upload and a password reset', async () => {
+      await load();
       assert.equal(await page.title(), 'Sign in · Gatehouse console');
       // The first Tab reaches the skip link, which shows itself when focused.
       await page.keyboard.press('Tab');
@@ -226,8 +291,15 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       assert.equal(await page.locator('#session-email').textContent(), EMAIL);
       assert.equal(new URL(page.url()).search, '', 'nothing the link carried stays in the address bar');
 
-      // Sign out, then sign in with the password, by keyboard: Tab from the email to the password, Enter.
+      // Sign out; a fresh load is signed out again, and asks for nothing that answers 401.
       await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await form('Sign in').waitFor();
+      complaints = [];
+      await load();
+      assert.equal(await page.locator('#who').textContent(), 'Signed out');
+      assert.deepEqual(complaints, [], 'no 4xx answer and no console error after signing out');
+
+      // Sign in with the password, by keyboard: Tab from the email to the password, Enter.
       await form('Sign in').waitFor();
       await unlabelled();
       await form('Sign in').getByLabel('Email').fill(EMAIL);
@@ -251,7 +323,18 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await shot('security');
       await unlabelled();
       await form('Confirm two-factor sign-in').getByRole('button', { name: 'Turn on' }).click();
-      await page.getByText('Two-factor sign-in is on.').waitFor();
+      await page.getByText('Two-factor sign-in is now on.').waitFor();
+      // Once on, the page offers to turn it off, never a new secret; a fresh load says the same.
+      for (const fresh of [false, true]) {
+        if (fresh) await load(`${base}/console/#/security`);
+        const mfa = page.locator('.mfa-state');
+        await mfa.getByText('Two-factor sign-in is on.').waitFor();
+        assert.equal(await mfa.locator('.badge').textContent(), 'On');
+        assert.equal(await form('Set up two-factor sign-in').count(), 0, 'no "Set up" once MFA is on');
+        assert.equal(await page.locator('#otp-secret').count(), 0, 'no new secret shown');
+        await form('Turn two-factor sign-in off').getByRole('button', { name: 'Turn off' }).waitFor();
+      }
+      await shot('security-mfa-on');
 
       // Files: upload an image and a text file; the image gets a thumbnail from the transform route.
       await nav('Files').click();
@@ -259,15 +342,22 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await upload
         .getByLabel('File')
         .setInputFiles({ name: 'sunset.png', mimeType: 'image/png', buffer: await photo() });
+      const home = (await upload.getByLabel('Save in').inputValue()) ?? '';
+      assert.match(home, /^user\/[0-9a-f-]{36}\/$/, 'uploads go to the own folder by default');
+      const userId = home.split('/')[1] as string;
       await upload.getByRole('button', { name: 'Upload' }).click();
-      await upload.getByText('Uploaded sunset.png.').waitFor();
+      await upload.getByText(`Uploaded sunset.png to ${home}.`).waitFor();
       await upload.getByLabel('File').setInputFiles({
         name: 'notes.txt',
         mimeType: 'text/plain',
         buffer: Buffer.from('remember the milk\n'),
       });
       await upload.getByRole('button', { name: 'Upload' }).click();
-      await upload.getByText('Uploaded notes.txt.').waitFor();
+      await upload.getByText(`Uploaded notes.txt to ${home}.`).waitFor();
+      assert.equal(
+        await page.locator('.page > .intro').textContent(),
+        `The storage rules let you write files directly in ${home}, or anywhere under public/${userId}/.`,
+      );
       const card = page.locator('li.file', { hasText: 'sunset.png' });
       const thumb = card.getByRole('img', { name: 'sunset.png' });
       assert.ok((await naturalWidth(thumb)) > 0, 'the thumbnail loaded');
@@ -288,6 +378,41 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await page.getByText('Deleted notes.txt.').waitFor();
       assert.equal(await page.locator('li.file', { hasText: 'notes.txt' }).count(), 0);
 
+      // In public/, which only its owners' folders let them write, an upload goes to public/<id>/.
+      const folderForm = form('Open a folder');
+      await folderForm.getByLabel('Folder').fill('public/');
+      await folderForm.getByRole('button', { name: 'Open' }).click();
+      await page.locator('#folder-heading', { hasText: /^public\/$/ }).waitFor();
+      assert.equal(await upload.getByLabel('Save in').inputValue(), `public/${userId}/`);
+      await upload.getByLabel('File').setInputFiles({
+        name: 'hello.txt',
+        mimeType: 'text/plain',
+        buffer: Buffer.from('hello, world\n'),
+      });
+      await upload.getByRole('button', { name: 'Upload' }).click();
+      await upload.getByText(`Uploaded hello.txt to public/${userId}/.`).waitFor();
+      await page.locator('li.file', { hasText: 'hello.txt' }).waitFor();
+      // A name the rules refuse (a sub-folder of the own folder): the page says where one may write.
+      await upload.getByLabel('Save in').selectOption(home);
+      await upload.getByLabel('File').setInputFiles({
+        name: 'deep.txt',
+        mimeType: 'text/plain',
+        buffer: Buffer.from('deep\n'),
+      });
+      await upload.getByLabel('Save as').fill('deeper/deep.txt');
+      await upload.getByRole('button', { name: 'Upload' }).click();
+      await upload
+        .getByRole('alert')
+        .getByText(/no path in the rules allows create here/)
+        .waitFor();
+      assert.match(
+        (await upload.getByRole('alert').textContent()) ?? '',
+        new RegExp(
+          `\\(FORBIDDEN\\) The storage rules let you write files directly in ${home}, or anywhere under public/${userId}/\\.$`,
+        ),
+      );
+      await shot('files-refused');
+
       // Lost password: the emailed link opens the console's reset page, which completes the ticket.
       await nav('Session').click();
       await page.getByRole('button', { name: 'Sign out', exact: true }).click();
@@ -295,17 +420,6 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await lost.getByLabel('Email').fill(EMAIL);
       await lost.getByRole('button', { name: 'Email me a reset link' }).click();
       await lost.getByText(/a reset link was emailed/).waitFor();
-      // The email goes out after the answer: wait for it in the outbox.
-      await nav('Outbox').click();
-      for (
-        let i = 0;
-        (await page.locator('article.message', { hasText: 'lost-password' }).count()) === 0;
-        i++
-      ) {
-        assert.ok(i < 50, 'the reset email reached the outbox');
-        await page.waitForTimeout(100);
-        await page.getByRole('button', { name: 'Reload' }).click();
-      }
       await followEmailedLink('lost-password', 'Reset the password');
       await form('Choose a new password').waitFor();
       assert.equal(new URL(page.url()).search, '', 'the ticket left the address bar');
@@ -318,9 +432,9 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await form('Sign in').getByLabel('Email').fill(EMAIL);
       await form('Sign in').getByLabel('Password').fill(NEW_PASSWORD);
       await form('Sign in').getByRole('button', { name: 'Sign in', exact: true }).click();
-      await form('Two-factor code')
-        .getByLabel('Code')
-        .fill(totp.generate({ timestamp: Date.now() + 30_000 }));
+      await form('Two-factor code').waitFor();
+      assert.equal(await focused(), 'input[code]', 'the code field has focus, ready to type in');
+      await page.keyboard.type(totp.generate({ timestamp: Date.now() + 30_000 }));
       await shot('mfa');
       await form('Two-factor code').getByRole('button', { name: 'Continue' }).click();
       await page.getByText('Signed in with two factors.').waitFor();
@@ -338,6 +452,17 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await page.getByText('The new address is confirmed').waitFor();
       await nav('Session').click();
       assert.equal(await page.locator('#session-email').textContent(), NEW_EMAIL);
+
+      // The notice to the old address leads to the console, not to a JSON 404.
+      complaints = [];
+      const notice = await openOutboxAt('notify-email-change');
+      assert.match((await notice.locator('.meta').textContent()) ?? '', new RegExp(`^To ${EMAIL} `));
+      await notice.getByRole('link', { name: 'Open the application' }).click();
+      await page.waitForURL(`${base}/console/`);
+      await page.locator('body[data-ready="true"]').waitFor();
+      assert.equal(new URL(page.url()).pathname, '/console/');
+      assert.equal(await page.title(), 'Session · Gatehouse console');
+      assert.deepEqual(complaints, [], 'the notice link answers, and the page asks nothing refused');
 
       assert.deepEqual(pageProblems, [], 'no script error and nothing the Content-Security-Policy refused');
     });

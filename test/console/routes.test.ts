@@ -1,14 +1,18 @@
 /**
  * The console's routes without a browser: when it is served (on outside production, off in production
  * unless turned on, and then only for the admin secret), its Content-Security-Policy, the development
- * outbox (this machine only, never in production), and emailed links landing on the console when no
- * REDIRECT_URL_* names an app. The browser walk-through is console.test.ts.
+ * outbox (this machine only, never in production), emailed links landing on the console when no
+ * REDIRECT_URL_* names an app, what is switched on, and the reads the pages make of the signed-in person
+ * (two-factor state, where the storage rules let them write). The browser walk-through is console.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { configFrom } from '../../src/config.ts';
 import { CONSOLE_CSP } from '../../src/console/plugin.ts';
-import { HS } from '../auth/helpers.ts';
+import type { Switch } from '../../src/console/switches.ts';
+import { writableFolders } from '../../src/console/writable.ts';
+import { DEFAULT_RULES, HBP_RULES, parseRules } from '../../src/storage/rules/rules.ts';
+import { bearer, HS, setCookies, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 
@@ -109,7 +113,9 @@ describe('console pages outside production', () => {
   it('tells the page which features are on', async () => {
     const res = await t.app.inject({ url: '/console/api/settings' });
     assert.equal(res.statusCode, 200);
-    assert.deepEqual(res.json(), {
+    const { flows, providers, ...features } = res.json();
+    assert.ok(Array.isArray(flows) && Array.isArray(providers));
+    assert.deepEqual(features, {
       production: false,
       auth: true,
       storage: true,
@@ -122,6 +128,132 @@ describe('console pages outside production', () => {
       mfa: true,
       outbox: true,
     });
+  });
+
+  it('says, with zero set-up, that the email flows are off and which setting turns each on', async () => {
+    const { flows, providers } = (await t.app.inject({ url: '/console/api/settings' })).json() as {
+      flows: Switch[];
+      providers: Switch[];
+    };
+    const row = (list: Switch[], flow: string) => {
+      const found = list.find((f) => f.flow === flow);
+      assert.ok(found, flow);
+      return [found.on, found.turnOn, found.needs];
+    };
+    assert.deepEqual(row(flows, 'Activation emails'), [false, 'AUTO_ACTIVATE_NEW_USERS=false', []]);
+    assert.deepEqual(row(flows, 'Lost password'), [false, 'LOST_PASSWORD_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Magic links'), [false, 'MAGIC_LINK_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Email change confirmation'), [false, 'VERIFY_EMAILS=true', []]);
+    assert.deepEqual(row(flows, 'Deleting one’s own account'), [false, 'ALLOW_USER_SELF_DELETE=true', []]);
+    assert.deepEqual(row(flows, 'Anonymous sign-in'), [false, 'ANONYMOUS_USERS_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Two-factor sign-in (TOTP)'), [true, 'MFA_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Emails'), [true, 'EMAILS_ENABLED=true', []]);
+    assert.deepEqual(row(providers, 'GitHub'), [
+      false,
+      'GITHUB_ENABLED=true',
+      ['GITHUB_CLIENT_ID', 'GITHUB_CLIENT_SECRET'],
+    ]);
+    assert.equal(providers.length, 9);
+    assert.ok(
+      providers.every((p) => p.on === false),
+      'no provider is on without set-up',
+    );
+  });
+
+  it('serves a favicon, linked from the page, so a browser asks for nothing that is missing', async () => {
+    const page = await t.app.inject({ url: '/console/' });
+    assert.match(page.body, /<link rel="icon" href="favicon.svg" type="image\/svg\+xml">/);
+    const icon = await t.app.inject({ url: '/console/favicon.svg' });
+    assert.equal(icon.statusCode, 200);
+    assert.equal(icon.headers['content-type'], 'image/svg+xml');
+    assert.match(icon.body, /^<svg /);
+  });
+
+  it('tells a signed-out page, with 200, that there is no refresh cookie to try', async () => {
+    const none = await t.app.inject({ url: '/console/api/session' });
+    assert.equal(none.statusCode, 200);
+    assert.deepEqual(none.json(), { refreshCookie: false });
+    const r = await t.app.inject({
+      method: 'POST',
+      url: '/auth/register',
+      payload: { email: 'cookie-holder@example.com', password: 'pw-123456-long', cookie: true },
+    });
+    const refresh = setCookies(r)['refresh_token']?.value as string;
+    const held = await t.app.inject({
+      url: '/console/api/session',
+      headers: { cookie: `refresh_token=${refresh}` },
+    });
+    assert.deepEqual(held.json(), { refreshCookie: true });
+    // A cookie the service did not sign is not one to try.
+    const forged = await t.app.inject({
+      url: '/console/api/session',
+      headers: { cookie: 'refresh_token=made-up' },
+    });
+    assert.deepEqual(forged.json(), { refreshCookie: false });
+  });
+
+  it('tells the signed-in person their two-factor state and where the default rules let them write', async () => {
+    const anonymous = await t.app.inject({ url: '/console/api/me' });
+    assert.equal(anonymous.statusCode, 401);
+    assert.equal(anonymous.json().code, 'UNAUTHENTICATED');
+    const who = await signUp(t);
+    const res = await t.app.inject({ url: '/console/api/me', headers: bearer(who.jwt) });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), {
+      mfa: false,
+      writable: [
+        { folder: `user/${who.userId}/`, nested: false },
+        { folder: `public/${who.userId}/`, nested: true },
+      ],
+    });
+    await t.ctx.db.query('test-mfa-on', 'UPDATE auth.accounts SET mfa_enabled = true WHERE user_id = $1', [
+      who.userId,
+    ]);
+    const after = await t.app.inject({ url: '/console/api/me', headers: bearer(who.jwt) });
+    assert.equal(after.json().mfa, true);
+  });
+
+  it('points the email-change notice at the console, not at the JSON 404 of the bare SERVER_URL', async () => {
+    const who = await signUp(t);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/auth/change-email',
+      headers: bearer(who.jwt),
+      payload: { new_email: 'moved-away@example.com' },
+    });
+    assert.equal(res.statusCode, 204, res.body);
+    const notice = (await outbox(t)).find((m) => m.template === 'notify-email-change' && m.to === who.email);
+    const link = new URL(notice?.link as string);
+    assert.equal(link.href, new URL('/console/', t.ctx.config.SERVER_URL).href);
+    const landed = await t.app.inject({ url: pathOf(link.href) });
+    assert.equal(landed.statusCode, 200);
+    assert.match(String(landed.headers['content-type']), /^text\/html/);
+  });
+});
+
+describe('the folders the console offers for uploads, derived from the storage rules', () => {
+  const auth = { 'user-id': 'u1', 'allowed-roles': ['user'], 'default-role': 'user' };
+  const folders = (text: string) =>
+    writableFolders(parseRules(text, 'test'), auth).map((w) => `${w.folder}${w.nested ? '…' : ''}`);
+
+  it('are the own folder and the own public folder under the built-in rules, and all of public/ under HBP’s', () => {
+    assert.deepEqual(folders(DEFAULT_RULES), ['user/u1/', 'public/u1/…']);
+    assert.deepEqual(folders(HBP_RULES), ['user/u1/', 'public/…']);
+  });
+
+  it('leave out entries whose rules refuse this person, and keep those that wait for the file’s size', () => {
+    const text = `paths:
+  /team/:teamId/:file:
+    create: "request.auth['team-id'] === teamId"
+  /inbox/:userId/*:
+    create: "request.auth['user-id'] === userId && resource.size < 1000"
+  /notes.txt:
+    write: 'true'
+  /archive/:userId/:year/*:
+    read: 'true'
+`;
+    assert.deepEqual(folders(text), ['inbox/u1/…']);
+    assert.deepEqual(folders('paths:\n  /public*:\n    read: "true"\n'), []);
   });
 });
 
@@ -289,6 +421,22 @@ describe('the console in production', () => {
       const right = await t.app.inject({ url: '/console/', headers: basic(ADMIN_SECRET, 'anyone') });
       assert.equal(right.statusCode, 200);
       assert.match(right.body, /<title>Gatehouse console<\/title>/);
+    });
+
+    it('reads the signed-in person from the session cookie, not from the Basic credential it asked for', async () => {
+      const r = await t.app.inject({
+        method: 'POST',
+        url: '/auth/register',
+        payload: { email: 'prod-console@example.com', password: 'pw-123456-long', cookie: true },
+      });
+      assert.equal(r.statusCode, 200, r.body);
+      const access = setCookies(r)['permission_variables']?.value as string;
+      const res = await t.app.inject({
+        url: '/console/api/me',
+        headers: { ...basic(ADMIN_SECRET), cookie: `permission_variables=${access}` },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json().mfa, false);
     });
 
     it('never serves the development outbox', async () => {

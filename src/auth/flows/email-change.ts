@@ -14,7 +14,7 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
-import { appLink } from '../../mail/links.ts';
+import { appHome, appLink } from '../../mail/links.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import {
   type AccountRow,
@@ -37,9 +37,6 @@ const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase
 /** Whether email-change notices go out (NOTIFY_EMAIL_CHANGE, and a mailer that sends). */
 const noticesOn = (deps: MailingDeps) => deps.config.NOTIFY_EMAIL_CHANGE && deps.mailer.sends;
 
-/** Where the notices point: the application, never a link that carries a secret. */
-const appHome = (deps: MailingDeps) => deps.config.REDIRECT_URL_SUCCESS || deps.config.SERVER_URL;
-
 /** Tells the old address that the account's email is now `newEmail`. */
 async function notifyOldAddress(
   deps: MailingDeps,
@@ -56,7 +53,7 @@ async function notifyOldAddress(
       display_name: profile?.user.display_name ?? oldEmail,
       email: oldEmail,
       url: deps.config.SERVER_URL,
-      link: appHome(deps),
+      link: appHome(deps.config), // the application, never a link that carries a secret
       new_email: newEmail,
       locale: await accountLocale(tx, account.id),
     },
@@ -78,7 +75,7 @@ async function tellAddressInUse(deps: MailingDeps, tx: Queryable, address: strin
       display_name: profile?.user.display_name ?? address,
       email: address,
       url: deps.config.SERVER_URL,
-      link: appHome(deps),
+      link: appHome(deps.config), // the application, never a link that carries a secret
       locale: owner ? await accountLocale(tx, owner.id) : undefined,
     },
   });

@@ -6,7 +6,7 @@
  */
 
 import type { Queryable } from '../../db/database.ts';
-import { serviceLink } from '../../mail/links.ts';
+import { appHome, serviceLink } from '../../mail/links.ts';
 import { accountLocale, loadProfile } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { issueTicket } from '../tickets-store.ts';
@@ -66,8 +66,7 @@ export async function issueActivation(
 
 /**
  * Tells an address that already has an active account that someone (perhaps its owner) tried to register
- * it again, with a way in: the app's sign-in page (`redirect_to`, else REDIRECT_URL_SUCCESS, else
- * SERVER_URL). Nothing on the account changes. No ticket: a reset is asked for the usual way.
+ * it again, with a way in: the app's sign-in page (`redirect_to`, else mail/links.ts appHome). Nothing on the account changes. No ticket: a reset is asked for the usual way.
  */
 export async function sendAccountExists(
   deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
@@ -83,7 +82,7 @@ export async function sendAccountExists(
       display_name: profile?.user.display_name ?? input.email,
       email: input.email,
       url: c.SERVER_URL,
-      link: input.redirectTo ?? (c.REDIRECT_URL_SUCCESS || c.SERVER_URL),
+      link: input.redirectTo ?? appHome(c),
       lost_password: c.LOST_PASSWORD_ENABLED,
       locale: (await accountLocale(tx, input.id)) ?? input.locale,
     },

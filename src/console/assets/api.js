@@ -81,6 +81,21 @@ export async function refresh() {
   }
 }
 
+/**
+ * The session at page load. The refresh cookie is httpOnly, so the page asks the console whether the
+ * browser holds one and refreshes only then: a signed-out load asks nothing that answers 401.
+ */
+export async function restore() {
+  const { refreshCookie } = await api('GET', '/console/api/session');
+  return refreshCookie ? refresh() : setSession(undefined);
+}
+
+/** The signed-in person as the console reads them: `{mfa, writable: [{folder, nested}]}`. */
+export async function me() {
+  await fresh();
+  return api('GET', '/console/api/me');
+}
+
 /** Refreshes when the access token (and so its cookie, which storage requests carry) expires soon. */
 export async function fresh() {
   if (current && current.expiresAt - Date.now() < 60_000) await refresh();

@@ -1,9 +1,30 @@
 // The files page: a folder's files with thumbnails (the storage route's image transformation), upload,
 // download, metadata and delete. Storage requests carry the session cookie like any same-origin request.
-import { api, fresh, session, storagePath } from './api.js';
+import { api, fresh, me, session, storagePath } from './api.js';
 import { describe, field, form, h, section, size } from './dom.js';
 
 let folder;
+
+/** Whether `path` (a folder) may be written in, by the folders the rules allow. */
+function writableIn(path, writable) {
+  return writable.some((w) => (w.nested ? path.startsWith(w.folder) : path === w.folder));
+}
+
+/**
+ * The folder an upload goes to by default: the open folder when the rules allow it, else the first
+ * allowed folder inside it (public/ → public/<id>/), else the first allowed one.
+ */
+function uploadFolder(path, writable) {
+  if (writableIn(path, writable)) return path;
+  return (writable.find((w) => w.folder.startsWith(path)) ?? writable[0])?.folder;
+}
+
+/** The allowed folders in a sentence: "directly in user/x/, or anywhere under public/x/". */
+function whereToWrite(writable) {
+  if (writable.length === 0) return 'The storage rules let you write nowhere.';
+  const parts = writable.map((w) => (w.nested ? `anywhere under ${w.folder}` : `directly in ${w.folder}`));
+  return `The storage rules let you write files ${parts.join(', or ')}.`;
+}
 
 function thumbnail(file, name) {
   const type = file.ContentType;
@@ -112,7 +133,8 @@ export async function filesPage(ctx) {
       h('h1', { tabindex: '-1' }, 'Files'),
       h('p', {}, 'Sign in first. ', h('a', { href: '#/sign-in' }, 'Sign in')),
     );
-  const home = `user/${s.user.id}/`;
+  const { writable } = await me();
+  const home = uploadFolder(`user/${s.user.id}/`, writable) ?? `user/${s.user.id}/`;
   if (!folder?.startsWith('user/') && !folder?.startsWith('public')) folder = home;
 
   const status = h('p', { class: 'done', role: 'status' });
@@ -157,6 +179,8 @@ export async function filesPage(ctx) {
   const open = async (path) => {
     folder = path.endsWith('/') ? path : `${path}/`;
     folderInput.value = folder;
+    announce('');
+    fillTargets();
     await reload();
   };
 
@@ -178,23 +202,44 @@ export async function filesPage(ctx) {
   );
   const folderInput = folderForm.querySelector('input');
 
+  // Where the upload goes: a folder the rules allow (the open one when they do).
+  const targetId = 'upload-target';
+  const target = h('select', { id: targetId, name: 'target', required: true });
+  const fillTargets = () => {
+    const choices = writable.map((w) => w.folder);
+    if (writableIn(folder, writable) && !choices.includes(folder)) choices.unshift(folder);
+    target.replaceChildren(...choices.map((c) => h('option', { value: c }, c)));
+    target.value = uploadFolder(folder, writable) ?? '';
+  };
+  fillTargets();
+
   const upload = form(
     { 'aria-label': 'Upload a file', class: 'inline' },
     [
       field('File', { name: 'file', type: 'file', required: true }),
+      h('div', { class: 'field' }, h('label', { for: targetId }, 'Save in'), target),
       field('Save as', { name: 'name', placeholder: 'the file’s own name', spellcheck: 'false' }),
     ],
     'Upload',
     async (v, el) => {
       const file = v.file;
       const name = (v.name || file.name).replace(/^\/+/, '');
+      const into = v.target;
       const body = new FormData();
       body.append('file', file, file.name);
       await fresh();
-      await api('POST', storagePath('o', folder + name), body);
+      try {
+        await api('POST', storagePath('o', into + name), body);
+      } catch (err) {
+        // The service says what refused; the page adds where this person may write instead.
+        if (err?.code === 'FORBIDDEN') throw new Error(`${describe(err)} ${whereToWrite(writable)}`);
+        throw err;
+      }
       el.reset();
-      await reload();
-      return `Uploaded ${name}.`;
+      if (into === folder) await reload();
+      else await open(into);
+      fillTargets();
+      return `Uploaded ${name} to ${into}.`;
     },
   );
 
@@ -203,11 +248,7 @@ export async function filesPage(ctx) {
     'div',
     { class: 'page' },
     h('h1', { tabindex: '-1' }, 'Files'),
-    h(
-      'p',
-      { class: 'intro' },
-      'Your files live under user/<your id>/ with the default rules; public/ is open to everyone.',
-    ),
+    h('p', { class: 'intro' }, whereToWrite(writable)),
     h('div', { class: 'columns' }, section('Folder', folderForm), section('Upload', upload)),
     h('section', { class: 'listing', 'aria-labelledby': 'folder-heading' }, heading, status, list),
   );

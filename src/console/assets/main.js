@@ -1,5 +1,5 @@
 // The console's shell: settings, the session, the address a link landed on, and the page router.
-import { api, onSession, refresh, session } from './api.js';
+import { api, onSession, restore, session } from './api.js';
 import { describe, h } from './dom.js';
 import { filesPage } from './files.js';
 import {
@@ -10,6 +10,7 @@ import {
   securityPage,
   sessionPage,
   signInPage,
+  switchesPage,
 } from './views.js';
 
 const PAGES = {
@@ -21,6 +22,7 @@ const PAGES = {
   mfa: { title: 'Two-factor code', render: mfaPage },
   reset: { title: 'Reset password', render: resetPage },
   'email-change': { title: 'Confirm new email', render: emailChangePage },
+  switches: { title: 'What is switched on', render: switchesPage },
 };
 
 /** Pages named in the navigation; `when` says whether the link is shown. */
@@ -30,6 +32,7 @@ const NAV = [
   { name: 'security', label: 'Security', when: () => !!session() },
   { name: 'files', label: 'Files', when: () => !!session() && ctx.settings.storage },
   { name: 'outbox', label: 'Outbox', when: () => ctx.settings.outbox },
+  { name: 'switches', label: 'What is on', when: () => !!ctx.settings.flows },
 ];
 
 const LINK_ERRORS = {
@@ -102,9 +105,12 @@ async function render() {
   main.replaceChildren(content);
   main.removeAttribute('aria-busy');
   document.title = `${PAGES[name].title} · Gatehouse console`;
-  // After a change of page, move focus to its heading so keyboard and screen-reader users start there;
-  // the first page of a visit leaves focus where the browser puts it (the top: the skip link comes first).
-  if (rendered) main.querySelector('h1')?.focus();
+  // A page that is one field to fill (the two-factor code) puts focus in it. Otherwise, after a change of
+  // page, focus moves to its heading so keyboard and screen-reader users start there; the first page of a
+  // visit leaves focus where the browser puts it (the top: the skip link comes first).
+  const first = main.querySelector('[data-autofocus]');
+  if (first) first.focus();
+  else if (rendered) main.querySelector('h1')?.focus();
   rendered = true;
 }
 
@@ -143,7 +149,7 @@ async function start() {
   landing();
   try {
     ctx.settings = await api('GET', '/console/api/settings');
-    await refresh();
+    await restore();
   } catch (err) {
     ctx.notice(describe(err));
   }

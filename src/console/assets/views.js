@@ -1,5 +1,5 @@
 // The console's pages, except files (files.js). Each returns the page's content; main.js places it.
-import { api, refresh, session, signedIn, signOut } from './api.js';
+import { api, me, refresh, session, signedIn, signOut } from './api.js';
 import { describe, field, form, h, narrowSection, section } from './dom.js';
 
 function page(title, intro, ...content) {
@@ -119,8 +119,24 @@ export function signInPage(ctx) {
     'Sign in',
     session() ? `You are signed in as ${session().user.email ?? session().user.id}.` : undefined,
     notice,
+    offHere(s),
     h('div', { class: 'columns' }, section('Sign in', signInForm), register),
     h('div', { class: 'columns' }, lost, resend),
+  );
+}
+
+/** The email flows a person looks for on this page, named when they are off, with where to turn them on. */
+function offHere(s) {
+  const off = (s.flows ?? []).filter(
+    (f) => !f.on && ['Activation emails', 'Lost password', 'Magic links'].includes(f.flow),
+  );
+  if (off.length === 0) return null;
+  return h(
+    'p',
+    { class: 'notice off-here' },
+    `Off here: ${off.map((f) => f.flow.toLowerCase()).join(', ')}. `,
+    h('a', { href: '#/switches' }, 'What is switched on'),
+    ' gives the setting that turns each on.',
   );
 }
 
@@ -148,6 +164,7 @@ export function mfaPage(ctx) {
             pattern: '[0-9]{6}',
             maxlength: '6',
             required: true,
+            'data-autofocus': 'true',
           }),
         ],
         'Continue',
@@ -260,91 +277,95 @@ const passwordField = (
   hint = 'Needed unless you signed in within the last few minutes.',
 ) => field(label, { name: 'password', type: 'password', autocomplete: 'current-password' }, hint);
 
+const codeField = (extra = {}) =>
+  field('Code from the app', {
+    name: 'code',
+    inputmode: 'numeric',
+    autocomplete: 'one-time-code',
+    pattern: '[0-9]{6}',
+    maxlength: '6',
+    required: true,
+    ...extra,
+  });
+
+/**
+ * The two-factor part of the Security page, as the service says it is for this account: off, a set-up
+ * form (a new secret, then a code to confirm it); on, the way to turn it off. Each change redraws it.
+ */
+async function mfaSection() {
+  const box = h('div', { class: 'mfa-state' });
+  const draw = (on, message) => {
+    const status = h('p', { class: 'done', role: 'status' }, message ?? '');
+    if (on) {
+      box.replaceChildren(
+        h('p', { class: 'state' }, h('span', { class: 'badge on' }, 'On'), ' Two-factor sign-in is on.'),
+        status,
+        h('p', {}, 'Every password sign-in asks for a code from your authenticator app.'),
+        form(
+          { 'aria-label': 'Turn two-factor sign-in off' },
+          [codeField(), passwordField()],
+          'Turn off',
+          async (v) => {
+            await api('POST', '/auth/mfa/disable', {
+              code: v.code,
+              ...(v.password ? { password: v.password } : {}),
+            });
+            draw(false, 'Two-factor sign-in is off.');
+            box.querySelector('button')?.focus();
+          },
+        ),
+      );
+      return;
+    }
+    const enrol = h('div', { class: 'enrol' });
+    box.replaceChildren(
+      h('p', { class: 'state' }, h('span', { class: 'badge off' }, 'Off'), ' Two-factor sign-in is off.'),
+      status,
+      h(
+        'p',
+        {},
+        'Turn on codes from an authenticator app (TOTP) as a second step of every password sign-in.',
+      ),
+      form({ 'aria-label': 'Set up two-factor sign-in' }, [passwordField()], 'Set up', async (v) => {
+        const body = await api('POST', '/auth/mfa/generate', v.password ? { password: v.password } : {});
+        enrol.replaceChildren(
+          h('img', {
+            src: body.image_url,
+            alt: 'QR code to scan with an authenticator app',
+            width: 180,
+            height: 180,
+          }),
+          h(
+            'div',
+            {},
+            h('p', {}, 'Scan the QR code, or type this secret into the app:'),
+            h('p', {}, h('code', { id: 'otp-secret', class: 'secret' }, body.otp_secret)),
+            form({ 'aria-label': 'Confirm two-factor sign-in' }, [codeField()], 'Turn on', async (c) => {
+              await api('POST', '/auth/mfa/enable', {
+                code: c.code,
+                ...(v.password ? { password: v.password } : {}),
+              });
+              draw(true, 'Two-factor sign-in is now on.');
+              box.querySelector('input')?.focus();
+            }),
+          ),
+        );
+        enrol.querySelector('input')?.focus();
+      }),
+      enrol,
+    );
+  };
+  draw((await me()).mfa);
+  return box;
+}
+
 /** MFA, password and email changes. */
-export function securityPage(ctx) {
+export async function securityPage(ctx) {
   const s = ctx.settings;
   if (!session())
     return page('Security', 'Sign in first.', h('p', {}, h('a', { href: '#/sign-in' }, 'Sign in')));
 
-  const enrol = h('div', { class: 'enrol' });
-  const mfa = s.mfa
-    ? section(
-        'Two-factor sign-in',
-        h(
-          'p',
-          {},
-          'Turn on codes from an authenticator app (TOTP) as a second step of every password sign-in.',
-        ),
-        form({ 'aria-label': 'Set up two-factor sign-in' }, [passwordField()], 'Set up', async (v) => {
-          const body = await api('POST', '/auth/mfa/generate', v.password ? { password: v.password } : {});
-          enrol.replaceChildren(
-            h('img', {
-              src: body.image_url,
-              alt: 'QR code to scan with an authenticator app',
-              width: 180,
-              height: 180,
-            }),
-            h(
-              'div',
-              {},
-              h('p', {}, 'Scan the QR code, or type this secret into the app:'),
-              h('p', {}, h('code', { id: 'otp-secret', class: 'secret' }, body.otp_secret)),
-              form(
-                { 'aria-label': 'Confirm two-factor sign-in' },
-                [
-                  field('Code from the app', {
-                    name: 'code',
-                    inputmode: 'numeric',
-                    autocomplete: 'one-time-code',
-                    pattern: '[0-9]{6}',
-                    maxlength: '6',
-                    required: true,
-                  }),
-                ],
-                'Turn on',
-                async (c) => {
-                  await api('POST', '/auth/mfa/enable', {
-                    code: c.code,
-                    ...(v.password ? { password: v.password } : {}),
-                  });
-                  enrol.replaceChildren(
-                    h('p', { class: 'done', role: 'status' }, 'Two-factor sign-in is on.'),
-                  );
-                },
-              ),
-            ),
-          );
-          enrol.querySelector('input')?.focus();
-        }),
-        enrol,
-        h(
-          'details',
-          {},
-          h('summary', {}, 'Turn two-factor sign-in off'),
-          form(
-            { 'aria-label': 'Turn two-factor sign-in off' },
-            [
-              field('Code from the app', {
-                name: 'code',
-                inputmode: 'numeric',
-                pattern: '[0-9]{6}',
-                maxlength: '6',
-                required: true,
-              }),
-              passwordField(),
-            ],
-            'Turn off',
-            async (v) => {
-              await api('POST', '/auth/mfa/disable', {
-                code: v.code,
-                ...(v.password ? { password: v.password } : {}),
-              });
-              return 'Two-factor sign-in is off.';
-            },
-          ),
-        ),
-      )
-    : null;
+  const mfa = s.mfa ? section('Two-factor sign-in', await mfaSection()) : null;
 
   const password = section(
     'Change password',
@@ -506,6 +527,75 @@ function linkLabel(template) {
       'lost-password': 'Reset the password',
       'change-email': 'Confirm the new email',
       'magic-link': 'Sign in with the link',
+      'notify-email-change': 'Open the application',
+      'email-in-use': 'Open the application',
+      'account-exists': 'Sign in',
     }[template] ?? 'Open the link'
+  );
+}
+
+/** A table of switches: the flow, on or off, and the setting that turns it on. */
+function switchTable(label, rows) {
+  return h(
+    'table',
+    { class: 'switches', 'aria-label': label },
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        h('th', { scope: 'col' }, 'Flow'),
+        h('th', { scope: 'col' }, 'State'),
+        h('th', { scope: 'col' }, 'Turned on by'),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      rows.map((f) =>
+        h(
+          'tr',
+          { class: f.on ? 'on' : 'off' },
+          h('th', { scope: 'row' }, f.flow, h('span', { class: 'about' }, f.about)),
+          h('td', {}, h('span', { class: `badge ${f.on ? 'on' : 'off'}` }, f.on ? 'On' : 'Off')),
+          h(
+            'td',
+            {},
+            h('code', {}, f.turnOn),
+            !f.on && f.needs.length > 0
+              ? h(
+                  'span',
+                  { class: 'about' },
+                  'with ',
+                  f.needs.flatMap((n, i) => [i ? ', ' : '', h('code', {}, n)]),
+                )
+              : null,
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** Which flows the settings switch on, and the setting (and value) that turns on each one that is off. */
+export function switchesPage(ctx) {
+  const { flows = [], providers = [] } = ctx.settings;
+  const off = flows.filter((f) => !f.on).length;
+  return page(
+    'What is switched on',
+    `${off} of ${flows.length} flows are off. Settings are read at start, from the environment or a .env file in the folder the service starts in: set one and restart the service.`,
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'flows-h' },
+      h('h2', { id: 'flows-h' }, 'Flows'),
+      switchTable('Flows', flows),
+    ),
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'providers-h' },
+      h('h2', { id: 'providers-h' }, 'Sign-in providers'),
+      switchTable('Sign-in providers', providers),
+    ),
   );
 }

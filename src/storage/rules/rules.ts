@@ -202,6 +202,11 @@ export class StorageRules {
     };
   }
 
+  /** The path patterns of the entries that can answer `op`, in file order (the console's hints). */
+  patterns(op: Operation): string[] {
+    return this.answering[op].map((e) => e.pattern.source);
+  }
+
   /** Decides `op` for `input`; with `explain`, records how (the same evaluation, traced). */
   decide(op: Operation, input: RuleInput, explain?: Explanation): Decision {
     const decision = this.evaluateRules(op, input, explain);
