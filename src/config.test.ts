@@ -234,6 +234,27 @@ describe('loadConfig', () => {
     assert.equal(c.CORS_ORIGINS.length, 4);
   });
 
+  it('refuses ALLOWED_REDIRECT_URLS entries the matcher cannot read, or whose * would cover a whole domain', () => {
+    for (const [bad, why] of [
+      ['*', 'not an http(s) URL pattern'] as const,
+      ['https://*', 'a `*` may stand only below a written-out domain, such as *.example.com'],
+      ['https://*.com/*', 'a `*` may stand only below a written-out domain, such as *.example.com'],
+      ['https://app.example-*.com', 'a `*` may stand only below a written-out domain, such as *.example.com'],
+      ['https://app.example.com/cb?x=*', 'not an http(s) URL pattern'],
+    ])
+      assert.deepEqual(
+        problems({ ALLOWED_REDIRECT_URLS: bad }),
+        [
+          `ALLOWED_REDIRECT_URLS entry "${bad}" is not a URL pattern such as https://app.example.com, https://*.example.com/auth/* or http://localhost:* (${why})`,
+        ],
+        bad,
+      );
+    const c = loadConfig({
+      ALLOWED_REDIRECT_URLS: 'https://*.example.com/*, http://localhost:*,https://app.example.org/auth/*',
+    });
+    assert.equal(c.ALLOWED_REDIRECT_URLS.length, 3);
+  });
+
   it('listens on 127.0.0.1 outside production and on every interface in production', () => {
     assert.equal(loadConfig({}).HOST, '127.0.0.1');
     assert.equal(loadConfig(PRODUCTION_OK).HOST, '0.0.0.0');

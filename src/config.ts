@@ -9,6 +9,7 @@ import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
 import { JWT_ALGORITHMS, keySettingProblems } from './auth/key-material.ts';
+import { parseUrlPattern } from './http/url-patterns.ts';
 
 export { JWT_ALGORITHMS, type JwtAlgorithm } from './auth/key-material.ts';
 
@@ -376,12 +377,12 @@ const SETTINGS = {
   ALLOWED_REDIRECT_URLS: list(
     APP,
     [],
-    'Extra redirect targets a client may ask for with `redirect_to` (exact origins or `*` patterns).',
+    'Extra redirect targets a client may ask for with `redirect_to`: origins (`https://app.example.com`, any page there) or URLs with a path (`https://app.example.com/auth/*`). `*` stands for whole subdomain labels (`https://*.example.com`: any depth), part of one label, any port (`http://localhost:*`) or a run of path characters; never for `/`, `?`, `#`, `@` or `:` (docs/security.md).',
   ),
   CORS_ORIGINS: list(
     APP,
     [],
-    'Origins allowed to call the API with credentials (`*` patterns allowed). Unset: any localhost origin outside production, none in production.',
+    'Origins allowed to call the API with credentials (`*` patterns as for `ALLOWED_REDIRECT_URLS`, without a path). Unset: any localhost origin outside production, none in production.',
   ),
   TRUST_PROXY: trustProxy(
     APP,
@@ -1253,15 +1254,19 @@ function crossChecks(c: Partial, problems: string[]): void {
       'RATE_LIMIT_LOGIN_ACCOUNT_WINDOW must be longer than RATE_LIMIT_LOGIN_DELAY_MAX (failures would be forgotten during the longest wait)',
     );
   // Allowed origins get credentialed access, so each must name a scheme and a host: a bare `*` (or
-  // `https://*`) would hand any site the signed-in user's session, as HBP did.
+  // `https://*`) would hand any site the signed-in user's session, as HBP did. Both lists are read by
+  // the one matcher of url-patterns.ts; an entry it cannot read would silently match nothing.
   for (const o of c.CORS_ORIGINS as string[]) {
-    if (
-      !/^https?:\/\/[A-Za-z0-9*.-]*[A-Za-z0-9-]\.[A-Za-z0-9-]+(:(\d+|\*))?$|^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:(\d+|\*))?$/.test(
-        o,
-      )
-    )
+    if (typeof parseUrlPattern(o) === 'string' || /^[a-z]+:\/\/[^/]*\//i.test(o))
       problems.push(
         `CORS_ORIGINS entry "${o}" is not an origin such as https://app.example.com, https://*.example.com or http://localhost:*`,
+      );
+  }
+  for (const u of c.ALLOWED_REDIRECT_URLS as string[]) {
+    const p = parseUrlPattern(u);
+    if (typeof p === 'string')
+      problems.push(
+        `ALLOWED_REDIRECT_URLS entry "${u}" is not a URL pattern such as https://app.example.com, https://*.example.com/auth/* or http://localhost:* (${p})`,
       );
   }
   providerChecks(c, problems);

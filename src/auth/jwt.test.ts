@@ -42,7 +42,7 @@ describe('AccessTokenVerifier', () => {
   let keys: JwtKeys;
   /** Signs with the configured key; `claims` replace the standard ones (seconds since T0 for times). */
   const sign = (
-    claims: { exp?: number; nbf?: number; iss?: string },
+    claims: { exp?: number; nbf?: number; iss?: string; iat?: number | null },
     extra: Record<string, unknown> = {},
   ) => {
     let jwt = new SignJWT({
@@ -54,8 +54,8 @@ describe('AccessTokenVerifier', () => {
       ...extra,
     })
       .setProtectedHeader({ alg: keys.algorithm })
-      .setIssuer(claims.iss ?? config.JWT_ISSUER)
-      .setIssuedAt(Math.floor(T0.getTime() / 1000));
+      .setIssuer(claims.iss ?? config.JWT_ISSUER);
+    if (claims.iat !== null) jwt = jwt.setIssuedAt(Math.floor(at(claims.iat ?? 0).getTime() / 1000));
     if (claims.exp !== undefined) jwt = jwt.setExpirationTime(Math.floor(at(claims.exp).getTime() / 1000));
     if (claims.nbf !== undefined) jwt = jwt.setNotBefore(Math.floor(at(claims.nbf).getTime() / 1000));
     return jwt.sign(keys.signCryptoKey);
@@ -151,10 +151,24 @@ describe('AccessTokenVerifier', () => {
     const token = await new SignJWT({ [config.JWT_CLAIMS_NAMESPACE]: { 'x-hasura-user-id': USER_ID } })
       .setProtectedHeader({ alg: keys.algorithm })
       .setIssuer(config.JWT_ISSUER)
+      .setIssuedAt(Math.floor(T0.getTime() / 1000))
       .setExpirationTime(Math.floor(at(600).getTime() / 1000))
       .sign(keys.signCryptoKey);
     await rejects(v.verify(token, at(1)), /incomplete/);
     assert.equal(v.size, 0);
+  });
+
+  it('refuses a correctly signed token that lives longer than JWT_EXPIRES_IN (plus a minute), or says nothing of its issue', async () => {
+    const v = new AccessTokenVerifier(keys, config);
+    const lifetime = config.JWT_EXPIRES_IN * 60;
+    await v.verify(await sign({ exp: lifetime + 60 }), at(1));
+    await rejects(v.verify(await sign({ exp: lifetime + 61 }), at(1)), /lives longer \(exp - iat: 961 s\)/);
+    await rejects(v.verify(await sign({ exp: 10 * 365 * 86400 }), at(1)), /lives longer/);
+    await rejects(v.verify(await sign({ exp: 600, iat: null }), at(1)), /no issue time \(iat\)/);
+    // An iat moved ahead would make a long-lived token look short-lived.
+    await rejects(v.verify(await sign({ iat: 3600, exp: 3600 + 600 }), at(1)), /issued in the future/);
+    await v.verify(await sign({ iat: 60, exp: 600 }), at(1));
+    assert.equal(v.size, 2);
   });
 
   it('holds at most maxEntries tokens, dropping the oldest', async () => {

@@ -101,7 +101,19 @@ interface Verified {
   /** The token's `exp` and `nbf` (seconds), checked again on every use. */
   exp: number;
   nbf: number | undefined;
+  /**
+   * Until when (epoch milliseconds) the key that verified the token stays live: Infinity for the current
+   * key, the end of the rotation for a retired one. Checked again on every use, so a remembered token
+   * stops working the moment its key is retired, as a token seen for the first time would.
+   */
+  keyLiveUntil: number;
 }
+
+/**
+ * Leeway (seconds) for clocks of instances that sign and verify: an `iat` this far ahead of ours, and a
+ * lifetime this much longer than JWT_EXPIRES_IN, are still taken as this service's own.
+ */
+const LIFETIME_SKEW_S = 60;
 
 /** Printable, short and quote-free: the token's own header or claim, echoed in a refusal. */
 function shown(v: unknown): string {
@@ -128,6 +140,7 @@ function refusal(err: unknown, keys: JwtKeys, config: Config): string {
     return 'access token expired; get a new one from /auth/token/refresh';
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
     if (err.claim === 'exp' && err.reason === 'missing') return 'access token has no expiry (exp)';
+    if (err.claim === 'iat' && err.reason === 'missing') return 'access token has no issue time (iat)';
     if (err.claim === 'iss')
       return `access token issued by ${shown(err.payload.iss ?? '(none)')}, not by this service (${shown(config.JWT_ISSUER)})`;
     if (err.claim === 'nbf') return 'access token is not valid yet (nbf is in the future)';
@@ -140,9 +153,13 @@ function refusal(err: unknown, keys: JwtKeys, config: Config): string {
   return 'access token is malformed (not a signed JWT)';
 }
 
+/** jose's notion of the current time for `exp` and `nbf`: whole seconds, rounded down. */
+const epochSeconds = (d: Date) => Math.floor(d.getTime() / 1000);
+
 async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Date): Promise<Verified> {
   let payload: Record<string, unknown>;
   let unknownKid: string | undefined;
+  let keyLiveUntil = Number.POSITIVE_INFINITY;
   try {
     // The key named by the token's kid among those live now (a rotation publishes two). A token without
     // a kid, or with one we do not know (HBP, which signed with the same key, may have named it its own
@@ -151,14 +168,18 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
     const keyFor = (header: { kid?: string }) => {
       const found = header.kid === undefined ? undefined : live.find((k) => k.kid === header.kid);
       if (header.kid !== undefined && !found) unknownKid = header.kid;
+      // A retired key is live until the rotation ends (for as long as it is configured, without an end).
+      if (found && found.kid !== keys.kid)
+        keyLiveUntil = keys.previousUntil?.getTime() ?? Number.POSITIVE_INFINITY;
       return found?.verifyCryptoKey ?? keys.verifyCryptoKey;
     };
     ({ payload } = await jwtVerify(token, keyFor, {
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
-      // A token without an expiry would be a credential for ever; the service never signs one.
-      requiredClaims: ['exp'],
+      // A token without an expiry would be a credential for ever; the service never signs one. Without an
+      // issue time its lifetime cannot be checked (below); the service's tokens, and HBP's, carry one.
+      requiredClaims: ['exp', 'iat'],
     }));
   } catch (err) {
     const why =
@@ -167,6 +188,17 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
         : err;
     throw new InvalidAccessToken(refusal(why, keys, config), { cause: err });
   }
+  // jose has checked that exp and iat are present and numbers. A token that lives longer than the ones
+  // this service signs was not signed by it: by a leaked or shared key, or before JWT_EXPIRES_IN was
+  // lowered. An iat in the future would let such a token pass that check, so it is refused too.
+  const { exp, nbf, iat } = payload as { exp: number; nbf?: number; iat: number };
+  if (iat > epochSeconds(now) + LIFETIME_SKEW_S)
+    throw new InvalidAccessToken('access token is issued in the future (iat)');
+  const maxLifetimeS = config.JWT_EXPIRES_IN * 60;
+  if (exp - iat > maxLifetimeS + LIFETIME_SKEW_S)
+    throw new InvalidAccessToken(
+      `access token lives longer (exp - iat: ${exp - iat} s) than this service's tokens (JWT_EXPIRES_IN: ${maxLifetimeS} s)`,
+    );
   const claims = payload[config.JWT_CLAIMS_NAMESPACE];
   if (!claims || typeof claims !== 'object') throw new InvalidAccessToken('access token has no claims');
   const vars: Record<string, unknown> = {};
@@ -183,9 +215,12 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
   // Every account's user id is a UUID; anything else (signed with a leaked or shared key, or by another
   // issuer of the same key) would reach the database as a malformed value and answer 500.
   if (!UUID.test(vars['user-id'])) throw new InvalidAccessToken('access token user-id is not a UUID');
-  // jose has checked that exp is present and that exp and nbf are numbers.
-  const { exp, nbf } = payload as { exp: number; nbf?: number };
-  return { vars: vars as PermissionVariables, exp, nbf: typeof nbf === 'number' ? nbf : undefined };
+  return {
+    vars: vars as PermissionVariables,
+    exp,
+    nbf: typeof nbf === 'number' ? nbf : undefined,
+    keyLiveUntil,
+  };
 }
 
 /** Verifies a token and returns its un-prefixed permission variables; throws InvalidAccessToken. */
@@ -197,9 +232,6 @@ export async function verifyAccessToken(
 ): Promise<PermissionVariables> {
   return (await verifyToken(keys, config, token, now)).vars;
 }
-
-/** jose's notion of the current time for `exp` and `nbf`: whole seconds, rounded down. */
-const epochSeconds = (d: Date) => Math.floor(d.getTime() / 1000);
 
 function deepFreeze<T>(v: T): T {
   if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
@@ -214,9 +246,13 @@ function deepFreeze<T>(v: T): T {
  * same access token with every request, and the signature check and claim parsing were a sixth of a
  * metadata request's CPU. Only successes are kept, keyed by the whole token (signature included), so a
  * hit is a token byte-for-byte identical to one that passed the full check with this process's key,
- * algorithm and issuer. The time checks are repeated on every hit (`exp` and `nbf`, with jose's
- * rounding and comparisons), so a token stops working at its expiry exactly as before; an expired or
- * not-yet-valid entry is dropped and the token goes through the full check, which gives the same error.
+ * algorithm and issuer. What can change with time is checked again on every hit: `exp` and `nbf` (with
+ * jose's rounding and comparisons), and whether the key that verified the token is still live (a retired
+ * key stops being accepted when its rotation ends; the keys themselves are fixed for the life of the
+ * process, a new key set meaning a restart and a new verifier). A token that fails any of these is
+ * dropped and goes through the full check, which gives the same error. The lifetime and `iat` checks
+ * need no repeating: they compare the token with itself, and `iat` only grows older. A hit compares
+ * numbers and allocates nothing.
  * The permission variables handed out are frozen, since every request presenting the token shares them.
  */
 export class AccessTokenVerifier {
@@ -232,7 +268,8 @@ export class AccessTokenVerifier {
     const hit = this.verified.get(token);
     if (hit) {
       const t = epochSeconds(now);
-      if (hit.exp > t && (hit.nbf === undefined || hit.nbf <= t)) return hit.vars;
+      if (hit.exp > t && (hit.nbf === undefined || hit.nbf <= t) && now.getTime() < hit.keyLiveUntil)
+        return hit.vars;
       this.verified.delete(token);
     }
     const v = await verifyToken(this.keys, this.config, token, now);

@@ -26,7 +26,8 @@ describe('redirect_to allow-list', () => {
     ['https://example.org/cb', false],
     ['https://evilexample.org/', false],
     ['http://localhost:5173/cb', true],
-    ['http://localhost/cb', false],
+    // `:*` is any port, the default included (`http://localhost` is `http://localhost:80`).
+    ['http://localhost/cb', true],
     ['https://x.test/auth/callback', true],
     ['https://x.test/other', false],
     ['javascript:alert(1)', false],

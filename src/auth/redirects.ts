@@ -6,33 +6,18 @@
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { wildcardMatcher } from '../http/security.ts';
+import { urlMatcher } from '../http/url-patterns.ts';
 import { Email } from './schemas.ts';
 
 /**
  * True when `target` (an absolute http(s) URL) is allowed by ALLOWED_REDIRECT_URLS. An entry without a
  * path names an origin: `https://app.example.com` allows any page there, `https://*.example.com` any
- * subdomain, `http://localhost:*` any port. An entry with a path is compared with the target's origin
- * and path (query and fragment ignored): `https://app.example.com/auth/*`. `*` matches any run of
- * characters; everything else is literal and case-insensitive.
+ * subdomain at any depth, `http://localhost:*` any port. An entry with a path also limits the target's
+ * path (query and fragment are not compared): `https://app.example.com/auth/*`. What `*` may stand for,
+ * component by component, is in url-patterns.ts (the matcher CORS and the CSRF check use too).
  */
 export function redirectAllowed(config: Pick<Config, 'ALLOWED_REDIRECT_URLS'>, target: string): boolean {
-  let url: URL;
-  try {
-    url = new URL(target);
-  } catch {
-    return false;
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return false;
-  // Credentials in a redirect URL are a phishing trick, never a real need.
-  if (url.username !== '' || url.password !== '') return false;
-  const origin = url.origin;
-  const withPath = origin + url.pathname;
-  return config.ALLOWED_REDIRECT_URLS.some((entry) => {
-    const hasPath = /^[a-z][a-z0-9+.-]*:\/\/[^/]*\/./i.test(entry);
-    const subject = hasPath ? withPath : origin;
-    return wildcardMatcher([hasPath ? entry : entry.replace(/\/$/, '')])(subject);
-  });
+  return urlMatcher(config.ALLOWED_REDIRECT_URLS)(target);
 }
 
 /** The `redirect_to` field of the routes that email a link. */

@@ -16,7 +16,8 @@
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { corsOriginAllowed, originMatcher } from './security.ts';
+import { corsOriginAllowed } from './security.ts';
+import { originMatcher } from './url-patterns.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -28,12 +29,6 @@ function originOf(value: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The origin part (`scheme://host[:port]`) of an ALLOWED_REDIRECT_URLS entry, `*` patterns kept. */
-function entryOrigin(entry: string): string | undefined {
-  const m = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]+)/i.exec(entry.trim());
-  return m?.[1];
 }
 
 function header(request: FastifyRequest, name: string): string | undefined {
@@ -59,9 +54,8 @@ export function crossSiteCheck(
       .filter((o): o is string => o !== undefined),
   );
   const cors = corsOriginAllowed(config);
-  const redirects = originMatcher(
-    config.ALLOWED_REDIRECT_URLS.map(entryOrigin).filter((o): o is string => o !== undefined),
-  );
+  // An ALLOWED_REDIRECT_URLS entry names its origin whatever its path.
+  const redirects = originMatcher(config.ALLOWED_REDIRECT_URLS);
   const allowed = (origin: string, request: FastifyRequest) =>
     named.has(origin) ||
     origin === originOf(`${request.protocol}://${request.host}`) ||

@@ -8,44 +8,19 @@ import type { FastifyInstance } from 'fastify';
 import helmet from 'helmet';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { originMatcher } from './url-patterns.ts';
 
-/** Case-insensitive patterns where `*` matches runs of `star` (a regex class); everything else is literal. */
-function patternMatcher(patterns: readonly string[], star: string): (value: string) => boolean {
-  const res = patterns.map(
-    (p) =>
-      new RegExp(
-        `^${p
-          .split('*')
-          .map((s) => s.replace(/[.+?^${}()|[\]\\/]/g, '\\$&'))
-          .join(star)}$`,
-        'i',
-      ),
-  );
-  return (value) => res.some((re) => re.test(value));
-}
-
-/** `*` matches any run of characters within the pattern; everything else is literal. */
-export function wildcardMatcher(patterns: readonly string[]): (value: string) => boolean {
-  return patternMatcher(patterns, '.*');
-}
-
-/**
- * For CORS: like `wildcardMatcher`, but `*` matches only host-name characters (letters, digits, `-`,
- * `.`), so `https://*.example.com` or `http://localhost:*` can never match across a `:` or `/`.
- */
-export function originMatcher(patterns: readonly string[]): (origin: string) => boolean {
-  return patternMatcher(patterns, '[A-Za-z0-9.-]*');
-}
-
-const LOCALHOST = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i;
+/** Outside production, with CORS_ORIGINS unset: the developer's own machine, on any port. */
+const LOCALHOST = ['localhost', '127.0.0.1', '[::1]'].flatMap((h) => [`http://${h}:*`, `https://${h}:*`]);
 
 /**
  * The origins allowed to call with credentials: CORS_ORIGINS, or when it is unset any localhost origin
- * outside production and none in production. CORS and the CSRF check (csrf.ts) share it.
+ * outside production and none in production. CORS and the CSRF check (csrf.ts) share it, and both match
+ * with the matcher redirects use (url-patterns.ts).
  */
 export function corsOriginAllowed(config: Config): (origin: string) => boolean {
   if (config.CORS_ORIGINS.length > 0) return originMatcher(config.CORS_ORIGINS);
-  return config.isProduction ? () => false : (o) => LOCALHOST.test(o);
+  return config.isProduction ? () => false : originMatcher(LOCALHOST);
 }
 
 /** Response headers as `[name, value]` pairs, names spelled as helmet spells them. */

@@ -233,6 +233,52 @@ describe('key rotation', () => {
     assert.match(listing.errText(), /still accepts its old key until/);
   });
 
+  it('a token forged with the retired (leaked) key stops working when the rotation ends, though this process accepted it before', async () => {
+    const dataDir = tempDir('gatehouse-rotate-leak-');
+    dirs.push(dataDir);
+    const clock = new TestClock(T0.getTime());
+    const first = await app({ DATA_DIR: dataDir }, clock);
+    // The reason for the rotation: someone else holds the old private key.
+    const leaked = first.ctx.keys.signCryptoKey;
+    const oldKid = first.ctx.keys.kid as string;
+    const cli = io(dataDir, clock);
+    assert.equal(await runCli(['keys', 'rotate'], cli), 0, cli.errText());
+    const t = await app({ DATA_DIR: dataDir, JWKS_MAX_AGE: 300, JWT_EXPIRES_IN: 15 }, clock);
+    const end = t.ctx.keys.previousUntil?.getTime() as number;
+    assert.equal(end, T0.getTime() + 300_000 + 15 * 60_000);
+
+    // A minute before the end the old key is still live: a token of it, as short-lived as ours, works.
+    clock.set(new Date(end - 60_000));
+    const forged = await forge(leaked, oldKid, clock.now(), 15 * 60);
+    assert.equal(
+      (await asAlice(t, forged)).statusCode,
+      200,
+      'accepted (and remembered) while the old key is live',
+    );
+    assert.equal((await asAlice(t, forged)).statusCode, 200);
+
+    clock.set(new Date(end));
+    const after = await asAlice(t, forged);
+    assert.equal(after.statusCode, 401, 'refused once the rotation has ended, 14 minutes before its exp');
+    assert.match(after.json().message, /signed with a key this service does not accept/);
+    assert.deepEqual((await jwksOf(t)).kids, [t.ctx.keys.kid]);
+    assert.equal((await asAlice(t, await accessToken(t, ALICE))).statusCode, 200, 'the current key works');
+  });
+
+  it('a token signed with the live key that lives longer than JWT_EXPIRES_IN (10 years) is refused', async () => {
+    const t = await app({ JWT_KEY: pem(), JWT_EXPIRES_IN: 15 });
+    const kid = t.ctx.keys.kid as string;
+    const tenYears = await forge(t.ctx.keys.signCryptoKey, kid, T0, 10 * 365 * 86400);
+    const res = await asAlice(t, tenYears);
+    assert.equal(res.statusCode, 401);
+    assert.match(res.json().message, /lives longer .* than this service's tokens \(JWT_EXPIRES_IN: 900 s\)/);
+    const noIat = await forge(t.ctx.keys.signCryptoKey, kid, T0, 600, { iat: false });
+    assert.match((await asAlice(t, noIat)).json().message, /no issue time \(iat\)/);
+    const ahead = await forge(t.ctx.keys.signCryptoKey, kid, new Date(T0.getTime() + 3600_000), 600);
+    assert.match((await asAlice(t, ahead)).json().message, /issued in the future/);
+    assert.equal((await asAlice(t, await forge(t.ctx.keys.signCryptoKey, kid, T0, 15 * 60))).statusCode, 200);
+  });
+
   it('`gatehouse keys rotate` with JWT_KEY in the environment writes the new key to --out and tells what to deploy', async () => {
     const dir = tempDir('gatehouse-rotate-env-');
     dirs.push(dir);
@@ -254,6 +300,22 @@ describe('key rotation', () => {
     assert.ok(!existsSync(path.join(dir, 'keys')), 'nothing written');
   });
 });
+
+/** A token for ALICE signed with `key`, issued at `iat`, living `lifetimeS` seconds. */
+function forge(key: CryptoKey, kid: string, iat: Date, lifetimeS: number, opts: { iat?: boolean } = {}) {
+  const now = Math.floor(iat.getTime() / 1000);
+  const jwt = new SignJWT({
+    'https://hasura.io/jwt/claims': {
+      'x-hasura-user-id': ALICE,
+      'x-hasura-allowed-roles': ['user'],
+      'x-hasura-default-role': 'user',
+    },
+  })
+    .setProtectedHeader({ alg: 'RS256', kid })
+    .setIssuer('nhost')
+    .setExpirationTime(now + lifetimeS);
+  return (opts.iat === false ? jwt : jwt.setIssuedAt(now)).sign(key);
+}
 
 /** CLI input and output in memory, with the settings of a test. */
 function io(cwd: string, clock: TestClock, env: Record<string, string> = {}) {
