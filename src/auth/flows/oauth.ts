@@ -5,16 +5,18 @@
  *   verifier where the provider supports it and, for OpenID Connect, a `nonce` are remembered in
  *   auth.provider_requests together with the SHA-256 of a random value kept in the browser's signed
  *   cookie. Only that browser can finish the sign-in, only once, within PROVIDER_STATE_EXPIRES_IN.
- * - **Callback**: the request is used up (only by the browser that started it) before anything else, then the code is exchanged (with the
- *   verifier), an ID token is validated in full (oauth/oidc.ts) and the profile is read.
+ * - **Callback**: the request is used up (only by the browser that started it) before anything else,
+ *   then the code is exchanged (with the verifier), an ID token is validated in full (oauth/oidc.ts) and
+ *   the profile is read.
  * - **Account**: a known (provider, subject) signs in its account; a signed-in user's start links the
  *   identity to their account; an unknown identity whose email belongs to an account is linked to it
  *   only when the provider vouches for the email (otherwise PROVIDER_EMAIL_NOT_VERIFIED and nothing
  *   changes) and the account's own address was proven (otherwise PROVIDER_EMAIL_IN_USE: its owner signs
  *   in the usual way and links from there; a pending account is completed with the provider's proof
- *   and keeps nothing its registrants chose); else a new account is made, holding the email only when it is vouched for (an address
- *   nobody proved must not reserve the address, or let its real owner later share the account with
- *   whoever made it). All of it happens in one transaction with the session or the MFA ticket.
+ *   and keeps nothing its registrants chose); else a new account is made, holding the email only when
+ *   it is vouched for (an address nobody proved must not reserve the address, or let its real owner
+ *   later share the account with whoever made it), and recorded as proven by that provider. All of it
+ *   happens in one transaction with the session or the MFA ticket.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
