@@ -122,6 +122,11 @@ export const ERRORS = {
     message:
       'An account with this email exists, and the provider does not vouch that the email is yours. Sign in to that account another way, then link the provider.',
   },
+  PROVIDER_EMAIL_IN_USE: {
+    status: 409,
+    message:
+      'An account with this email exists, and its address has not been confirmed. Sign in to that account the way you usually do, then link the provider from there (or confirm the address with a password reset or a magic link first).',
+  },
   PROVIDER_IDENTITY_IN_USE: {
     status: 409,
     message: 'This provider identity is already linked to another account.',

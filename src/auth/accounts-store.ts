@@ -18,6 +18,26 @@ export interface AccountRow {
   mfa_enabled: boolean;
   /** Blocked by an operator (gatehouse users disable): no sign-in, no refresh. */
   disabled: boolean;
+  /** The address is proven to be the account holder's (see EmailProof). */
+  email_verified: boolean;
+}
+
+/**
+ * What proved an account's address: a link mailed to it and followed (activation, magic-link,
+ * password-reset, email-change), a provider that vouched for it when the account was made, or the
+ * operator who created the account.
+ */
+export type ProofMethod =
+  | 'activation'
+  | 'magic-link'
+  | 'password-reset'
+  | 'email-change'
+  | 'operator'
+  | `provider:${string}`;
+
+export interface EmailProof {
+  by: ProofMethod;
+  at: Date;
 }
 
 /** An account with what a session needs: roles and the public.users row (all columns, as JSON). */
@@ -27,8 +47,8 @@ export interface AccountProfile {
   user: Record<string, unknown> & { id: string; display_name: string | null; avatar_url: string | null };
 }
 
-export const ACCOUNT_COLUMNS =
-  'a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role, a.is_anonymous, a.mfa_enabled, a.disabled_at IS NOT NULL AS disabled';
+export const ACCOUNT_COLUMNS = `a.id, a.user_id, a.email::text AS email, a.active, a.password_hash, a.default_role,
+  a.is_anonymous, a.mfa_enabled, a.disabled_at IS NOT NULL AS disabled, a.email_verified_at IS NOT NULL AS email_verified`;
 
 export async function findAccountByEmail(db: Queryable, email: string): Promise<AccountRow | undefined> {
   const { rows } = await db.query<AccountRow>(
@@ -130,6 +150,8 @@ export interface NewAccount {
   roles: readonly string[];
   /** public.users columns to set (display_name and registration custom fields); names are checked by config. */
   userData: Record<string, unknown>;
+  /** How the address is already proven (a vouching provider, the operator); absent: not proven. */
+  emailProof?: EmailProof;
 }
 
 /**
@@ -146,9 +168,19 @@ export async function insertAccount(
   try {
     const { rows } = await tx.query<{ id: string }>(
       'InsertAccount',
-      `INSERT INTO auth.accounts (user_id, email, password_hash, active, is_anonymous, default_role)
-       VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-      [userId, input.email, input.passwordHash, input.active, input.isAnonymous, input.defaultRole],
+      `INSERT INTO auth.accounts
+         (user_id, email, password_hash, active, is_anonymous, default_role, email_verified_at, email_verified_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+      [
+        userId,
+        input.email,
+        input.passwordHash,
+        input.active,
+        input.isAnonymous,
+        input.defaultRole,
+        input.emailProof?.at ?? null,
+        input.emailProof?.by ?? null,
+      ],
     );
     accountId = (rows[0] as { id: string }).id;
   } catch (err) {
@@ -395,6 +427,25 @@ export async function activateAccount(db: Queryable, accountId: string): Promise
   return rowCount > 0;
 }
 
+/**
+ * Records that the account's address was proven, when it is still `address` (the one the proving link
+ * was mailed to): an address changed since then is not the one proven.
+ */
+export async function markEmailProven(
+  db: Queryable,
+  accountId: string,
+  address: string,
+  proof: EmailProof,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'MarkEmailProven',
+    `UPDATE auth.accounts SET email_verified_at = $3, email_verified_by = $4
+      WHERE id = $1 AND email = $2::citext`,
+    [accountId, address, proof.at, proof.by],
+  );
+  return rowCount > 0;
+}
+
 /** True when another account uses `email` as its address or as a pending new address. */
 export async function emailTaken(db: Queryable, email: string, exceptAccountId?: string): Promise<boolean> {
   const { rows } = await db.query(
@@ -407,13 +458,23 @@ export async function emailTaken(db: Queryable, email: string, exceptAccountId?:
   return rows.length > 0;
 }
 
-/** Sets the account's email; throws EMAIL_NOT_ALLOWED when another account took it meanwhile. */
-export async function setEmail(db: Queryable, accountId: string, email: string): Promise<void> {
+/**
+ * Sets the account's email; throws EMAIL_NOT_ALLOWED when another account took it meanwhile. A new
+ * address is proven only with `proof` (a confirmed change): the database forgets the proof of the old
+ * one (trigger forget_email_proof, migration 0010); the same address in another case keeps it.
+ */
+export async function setEmail(
+  db: Queryable,
+  accountId: string,
+  email: string,
+  proof?: EmailProof,
+): Promise<void> {
   try {
     await db.query('SetEmail', 'UPDATE auth.accounts SET email = $2, new_email = NULL WHERE id = $1', [
       accountId,
       email,
     ]);
+    if (proof) await markEmailProven(db, accountId, email, proof);
   } catch (err) {
     if (err instanceof UniqueViolation) throw new AppError('EMAIL_NOT_ALLOWED', undefined, { cause: err });
     throw err;

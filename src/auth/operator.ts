@@ -98,6 +98,9 @@ export async function createUser(
         defaultRole,
         roles,
         userData: { display_name: input.email },
+        // The operator names the address of the person they make the account for: it counts as proven
+        // (provider sign-in with it links here). `users enable` of someone's registration does not.
+        emailProof: { by: 'operator', at: deps.clock.now() },
       }),
     );
     return { ...ids, defaultRole, roles };

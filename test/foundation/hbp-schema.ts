@@ -59,10 +59,15 @@ export const HBP_COLUMNS: Record<string, Column[]> = {
 
 /**
  * Columns Gatehouse adds to HBP's tables, after HBP's (nullable, so HBP-era clients and rows are not
- * affected): auth.accounts.disabled_at, an operator's block (migration 0009).
+ * affected): auth.accounts.disabled_at, an operator's block (migration 0009); email_verified_at and
+ * email_verified_by, when and how the address was proven (migration 0010).
  */
 export const GATEHOUSE_ADDED_COLUMNS: Record<string, Column[]> = {
-  'auth.accounts': [['disabled_at', 'timestamptz', true, null]],
+  'auth.accounts': [
+    ['disabled_at', 'timestamptz', true, null],
+    ['email_verified_at', 'timestamptz', true, null],
+    ['email_verified_by', 'text', true, null],
+  ],
 };
 
 /** The columns a migrated database has: HBP's, then Gatehouse's additions. */
@@ -104,6 +109,14 @@ export const HBP_TRIGGERS: string[] = [
   'auth.accounts set_auth_accounts_updated_at BEFORE UPDATE ROW EXECUTE FUNCTION set_current_timestamp_updated_at()',
   'public.users set_public_users_updated_at BEFORE UPDATE ROW EXECUTE FUNCTION set_current_timestamp_updated_at()',
 ];
+
+/** Triggers Gatehouse adds to HBP's tables: a changed address forgets its proof (migration 0010). */
+export const GATEHOUSE_ADDED_TRIGGERS: string[] = [
+  'auth.accounts forget_email_proof BEFORE UPDATE ROW EXECUTE FUNCTION auth.forget_email_proof()',
+];
+
+/** The triggers a migrated database has, in readSchema's order. */
+export const MIGRATED_TRIGGERS: string[] = [...HBP_TRIGGERS, ...GATEHOUSE_ADDED_TRIGGERS].sort();
 
 export const HBP_ROLES = ['anonymous', 'me', 'user'];
 export const HBP_PROVIDERS = [

@@ -21,8 +21,8 @@ import {
   HBP_DATA_SQL,
   HBP_MIGRATED_SQL,
   HBP_ROWS,
-  HBP_TRIGGERS,
   MIGRATED_COLUMNS,
+  MIGRATED_TRIGGERS,
   PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
@@ -64,10 +64,14 @@ for (const kind of dbKinds()) {
         before['auth.providers'] = [...(before['auth.providers'] ?? []), { provider: 'oidc' }].sort((a, b) =>
           String((a as { provider: string }).provider).localeCompare((b as { provider: string }).provider),
         );
-        // Accounts gain Gatehouse's nullable disabled_at (migration 0009), unset: no account is blocked.
+        // Accounts gain Gatehouse's nullable disabled_at (migration 0009), unset: no account is blocked;
+        // and email_verified_at/_by (0010), unset: no address an HBP row holds counts as proven (how it
+        // was activated is not recorded; docs/migrating-from-hbp.md).
         before['auth.accounts'] = (before['auth.accounts'] ?? []).map((r) => ({
           ...(r as object),
           disabled_at: null,
+          email_verified_at: null,
+          email_verified_by: null,
         }));
         assert.deepEqual(
           await snapshot(),
@@ -93,7 +97,7 @@ for (const kind of dbKinds()) {
         assert.deepEqual(authTables, expectedAuth);
         assert.deepEqual(users_, [...(expectedUsers ?? []), ['name', 'text', true, null]]);
         assert.deepEqual(schema.constraints, [...HBP_CONSTRAINTS].sort());
-        assert.deepEqual(schema.triggers, HBP_TRIGGERS);
+        assert.deepEqual(schema.triggers, MIGRATED_TRIGGERS);
         assert.deepEqual(schema.roles, ['anonymous', 'editor', 'me', 'super-admin', 'user']);
         assert.deepEqual(schema.providers, PROVIDERS);
 

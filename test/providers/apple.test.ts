@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { decodeProtectedHeader, jwtVerify } from 'jose';
-import { newEmail, signUp } from '../auth/helpers.ts';
+import { newEmail } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { Browser } from '../helpers/browser.ts';
 import { dbKinds } from '../helpers/db.ts';
@@ -17,6 +17,7 @@ import {
   callback,
   FAILURE,
   linksOf,
+  provenAccount,
   refreshTokenOf,
   SERVICE,
   SUCCESS,
@@ -107,7 +108,7 @@ for (const db of dbKinds()) {
     });
 
     it('links an existing account by the address Apple vouches for (email_verified "true")', async () => {
-      const owner = await signUp(t);
+      const owner = await provenAccount(t, newEmail('apple-owner'));
       peer.signInAs({ sub: `apple-owner-${Date.now()}`, email: owner.email, email_verified: 'true' });
       const s = await sessionOf(t, refreshTokenOf(await new Browser(t.app, SERVICE).go(START)));
       assert.equal(s.user.id, owner.userId);

@@ -63,3 +63,28 @@ export async function accountCount(t: TestApp): Promise<number> {
   );
   return Number(rows[0]?.n);
 }
+
+/**
+ * An account whose address is proven, signed in: made as `gatehouse users create` makes one (the
+ * operator vouches for the address), then signed in with its password through the login route. Provider
+ * sign-in links by email only to such an account (docs/security.md).
+ */
+export async function provenAccount(
+  t: TestApp,
+  email: string,
+  password = 'correct horse battery',
+): Promise<{ email: string; password: string; jwt: string; userId: string }> {
+  const { createUser } = await import('../../src/auth/operator.ts');
+  const { userId } = await createUser(t.ctx, {
+    email,
+    passwordHash: await t.ctx.passwords.hash(password),
+    active: true,
+  });
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/auth/login',
+    payload: { email, password, cookie: false },
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return { email, password, jwt: res.json().jwt_token, userId };
+}

@@ -16,6 +16,7 @@ import {
   callback,
   FAILURE,
   linksOf,
+  provenAccount,
   refreshTokenOf,
   SERVICE,
   SUCCESS,
@@ -149,7 +150,7 @@ for (const db of dbKinds()) {
     }
 
     it('github: a verified primary email links the existing account; an unverified one is refused and nothing changes', async () => {
-      const owner = await signUp(t);
+      const owner = await provenAccount(t, newEmail('github-owner'));
       peers.github.signInAs(user({ email: owner.email, verified: false }));
       const before = await snapshot(t);
       assertFailed(await go('github'), 'PROVIDER_EMAIL_NOT_VERIFIED');

@@ -19,6 +19,7 @@ import {
   FAILURE,
   landing,
   linksOf,
+  provenAccount,
   refreshTokenOf,
   SERVICE,
   SUCCESS,
@@ -178,6 +179,22 @@ for (const kind of dbKinds()) {
         assertFailed(await new Browser(t.app, SERVICE).go(stolen), 'PROVIDER_STATE_INVALID');
       });
 
+      it("an attacker who replays the victim's state from another browser cannot use it up: the victim's sign-in still finishes", async () => {
+        // The victim's callback URL (state and code) leaks before the victim's browser follows it.
+        peer.signInAs(person());
+        const victim = new Browser(t.app, SERVICE);
+        const leaked = await stopAtCallback(victim);
+        // The attacker's browser has a binding cookie of its own.
+        const attacker = new Browser(t.app, SERVICE);
+        peer.signInAs(person());
+        await attacker.go(START);
+        const before = await snapshot(t);
+        assertFailed(await attacker.go(leaked), 'PROVIDER_STATE_INVALID');
+        assertFailed(await attacker.go(leaked), 'PROVIDER_STATE_INVALID');
+        assert.equal(await snapshot(t), before);
+        refreshTokenOf(await victim.go(leaked));
+      });
+
       it('refuses an expired state', async () => {
         peer.signInAs(person());
         const stopped = await stopAtCallback(browser);
@@ -226,6 +243,15 @@ for (const kind of dbKinds()) {
             'peer',
           ],
           ["a signature by a key that is not the issuer's", (c) => c, 'stranger'],
+          [
+            'an issue time (iat) in the future beyond the allowed skew',
+            (c) => ({
+              ...c,
+              iat: Math.floor(Date.now() / 1000) + 3600,
+              exp: Math.floor(Date.now() / 1000) + 7200,
+            }),
+            'peer',
+          ],
         ];
       for (const [what, change, key] of cases) {
         it(`refuses an ID token with ${what}, and creates nothing`, async () => {
@@ -238,6 +264,15 @@ for (const kind of dbKinds()) {
       }
     });
 
+    it('accepts an ID token whose issue time is ahead of our clock within the allowed skew (60 s)', async () => {
+      peer.signInAs(person());
+      peer.tamperNextIdToken((claims) => ({
+        claims: { ...claims, iat: Math.floor(Date.now() / 1000) + 30 },
+        key: 'peer',
+      }));
+      refreshTokenOf(await browser.go(START));
+    });
+
     describe('accounts with the same email', () => {
       it('refuses an unverified email that matches an existing account, and links nothing', async () => {
         const victim = await signUp(t);
@@ -248,8 +283,8 @@ for (const kind of dbKinds()) {
         assert.deepEqual(await linksOf(t, victim.userId), []);
       });
 
-      it('links a verified email to the existing account', async () => {
-        const owner = await signUp(t);
+      it('links a verified email to the existing account whose address is proven', async () => {
+        const owner = await provenAccount(t, newEmail('oidc-owner'));
         const p = person({ email: owner.email.toUpperCase(), email_verified: true });
         peer.signInAs(p);
         const s = await sessionOf(t, refreshTokenOf(await browser.go(START)));
@@ -258,7 +293,7 @@ for (const kind of dbKinds()) {
       });
 
       it('Google: a verified address is trusted only where Google is authoritative (gmail.com, or a Workspace hd)', async () => {
-        const owner = await signUp(t);
+        const owner = await provenAccount(t, newEmail('google-owner'));
         peer.signInAs(person({ email: owner.email, email_verified: true }));
         const google = `${SERVICE}/auth/providers/google`;
         assertFailed(await browser.go(google), 'PROVIDER_EMAIL_NOT_VERIFIED');
@@ -284,7 +319,7 @@ for (const kind of dbKinds()) {
     });
 
     it('an account with MFA gets the MFA ticket step, not a session', async () => {
-      const owner = await signUp(t);
+      const owner = await provenAccount(t, newEmail('mfa-owner'));
       const p = person({ email: owner.email });
       peer.signInAs(p);
       await browser.go(START);

@@ -108,6 +108,7 @@ export async function changeEmailDirectly(
       return;
     }
     const keep = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
+    // Not confirmed from the new mailbox: the address is not proven (provider sign-in will not link it).
     await setEmail(tx, account.id, input.newEmail);
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
@@ -185,7 +186,8 @@ export async function confirmEmailChange(deps: MailingDeps, ticket: string): Pro
     if (!account) throw new AppError('INVALID_TICKET');
     await releaseStalePendingEmail(tx, newEmail, now);
     if (await emailTaken(tx, newEmail, account.id)) throw new AppError('EMAIL_NOT_ALLOWED');
-    await setEmail(tx, account.id, newEmail);
+    // The ticket was mailed to the new address: following it proves that mailbox.
+    await setEmail(tx, account.id, newEmail, { by: 'email-change', at: now });
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
     const keep = used.payload.keep_family;

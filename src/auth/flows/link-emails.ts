@@ -7,9 +7,24 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { appHome, serviceLink } from '../../mail/links.ts';
-import { accountLocale, loadProfile } from '../accounts-store.ts';
+import { accountLocale, loadProfile, markEmailProven, type ProofMethod } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
-import { issueTicket } from '../tickets-store.ts';
+import { type ConsumedTicket, issueTicket } from '../tickets-store.ts';
+
+/**
+ * Following a link proves the mailbox it was mailed to: every emailed ticket names its address
+ * (`sent_to`), and the account's address is recorded as proven when it is still that one. A ticket
+ * without it (a reset link printed for support, a link from before proofs were recorded) proves nothing.
+ */
+export async function proveMailedAddress(
+  deps: Pick<AuthDeps, 'clock'>,
+  tx: Queryable,
+  used: ConsumedTicket,
+  by: ProofMethod,
+): Promise<void> {
+  const to = used.payload.sent_to;
+  if (typeof to === 'string') await markEmailProven(tx, used.accountId, to, { by, at: deps.clock.now() });
+}
 
 export interface ActivationInput {
   accountId: string;
@@ -37,7 +52,7 @@ export async function issueActivation(
   input: ActivationInput,
 ): Promise<void> {
   if (!deps.mailer.sends) return;
-  const payload: Record<string, unknown> = {};
+  const payload: Record<string, unknown> = { sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
   const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
@@ -113,7 +128,7 @@ export async function issueMagicLink(
   tx: Queryable,
   input: MagicLinkInput,
 ): Promise<void> {
-  const payload: Record<string, unknown> = { action: input.action };
+  const payload: Record<string, unknown> = { action: input.action, sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
   const { ticket: token, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {

@@ -12,7 +12,7 @@ import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-st
 import type { AuthDeps } from '../deps.ts';
 import { issueSession, type Session } from '../sessions.ts';
 import { consumeTicket, issueTicket } from '../tickets-store.ts';
-import { issueMagicLink, type MagicAction } from './link-emails.ts';
+import { issueMagicLink, type MagicAction, proveMailedAddress } from './link-emails.ts';
 import { completeRegistration } from './registration.ts';
 
 /** What following an emailed link (activation, magic link) leads to: a session, or the MFA step. */
@@ -73,10 +73,11 @@ export async function followMagicLink(
     if (!used || used.payload.action !== input.action) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     if (input.action === 'register') {
-      if (!(await completeRegistration(deps, tx, used))) return undefined;
+      if (!(await completeRegistration(deps, tx, used, 'magic-link'))) return undefined;
     }
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;
+    if (input.action === 'log-in') await proveMailedAddress(deps, tx, used, 'magic-link');
     if (account.mfa_enabled) {
       const { ticket } = await issueTicket(tx, deps.config, now, {
         accountId: account.id,

@@ -5,14 +5,18 @@
  *   verifier where the provider supports it and, for OpenID Connect, a `nonce` are remembered in
  *   auth.provider_requests together with the SHA-256 of a random value kept in the browser's signed
  *   cookie. Only that browser can finish the sign-in, only once, within PROVIDER_STATE_EXPIRES_IN.
- * - **Callback**: the request is used up before anything else, then the code is exchanged (with the
- *   verifier), an ID token is validated in full (oauth/oidc.ts) and the profile is read.
+ * - **Callback**: the request is used up (only by the browser that started it) before anything else,
+ *   then the code is exchanged (with the verifier), an ID token is validated in full (oauth/oidc.ts) and
+ *   the profile is read.
  * - **Account**: a known (provider, subject) signs in its account; a signed-in user's start links the
  *   identity to their account; an unknown identity whose email belongs to an account is linked to it
  *   only when the provider vouches for the email (otherwise PROVIDER_EMAIL_NOT_VERIFIED and nothing
- *   changes); else a new account is made, holding the email only when it is vouched for (an address
- *   nobody proved must not reserve the address, or let its real owner later share the account with
- *   whoever made it). All of it happens in one transaction with the session or the MFA ticket.
+ *   changes) and the account's own address was proven (otherwise PROVIDER_EMAIL_IN_USE: its owner signs
+ *   in the usual way and links from there; a pending account is completed with the provider's proof
+ *   and keeps nothing its registrants chose); else a new account is made, holding the email only when
+ *   it is vouched for (an address nobody proved must not reserve the address, or let its real owner
+ *   later share the account with whoever made it), and recorded as proven by that provider. All of it
+ *   happens in one transaction with the session or the MFA ticket.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
@@ -200,9 +204,9 @@ function sameHash(a: string, b: string): boolean {
 }
 
 /**
- * Uses up the sign-in named by the callback's `state` (or OAuth 1.0a request token) and checks that
- * this browser started it. A forged, unknown, reused, expired or other-browser state is
- * PROVIDER_STATE_INVALID.
+ * Uses up the sign-in named by the callback's `state` (or OAuth 1.0a request token), when this browser
+ * started it; a state from another browser is refused without being used up. A forged, unknown, reused,
+ * expired or other-browser state is PROVIDER_STATE_INVALID.
  */
 async function claimRequest(
   deps: OAuthDeps,
@@ -213,7 +217,8 @@ async function claimRequest(
   // OAuth 1.0a: the request token comes back as oauth_token, or as `denied` when the person refused.
   const key = provider.kind === 'oauth1' ? (params.oauth_token ?? params.denied) : params.state;
   if (!key || !binding) throw stateInvalid();
-  const request = await consumeProviderRequest(deps.db, key, provider.name, deps.clock.now());
+  const request = await consumeProviderRequest(deps.db, key, provider.name, binding, deps.clock.now());
+  // The statement matched the binding already; checked again here so that the rule lives in this file.
   if (!request || !sameHash(request.bindingHash, sha256Hex(binding))) throw stateInvalid();
   return request;
 }
@@ -447,11 +452,21 @@ async function resolveAccount(
     // HBP linked here whatever the provider knew of the address: anyone could then register the
     // victim's address at a provider that does not check it and sign in as the victim.
     if (!profile.emailVerified) throw new AppError('PROVIDER_EMAIL_NOT_VERIFIED');
+    // The provider's proof is worth only as much as the account's: an active account whose address was
+    // never proven may belong to whoever typed the address in (a registration with auto-activation, a
+    // direct email change), and linking would sign the real owner in to that person's account.
+    if (existing.active && !existing.email_verified) throw new AppError('PROVIDER_EMAIL_IN_USE');
     const made = await insertLink(tx, existing.id, provider.name, subject);
     if ('conflict' in made) throw linkConflict(made.conflict);
     // A pending registration: the provider proved the address as the emailed link would have, and
     // like a link with rivals it keeps nothing an unproven request chose (auth/registration.ts).
-    if (!existing.active) await completeRegistration(deps, tx, { accountId: existing.id, payload: {} });
+    if (!existing.active)
+      await completeRegistration(
+        deps,
+        tx,
+        { accountId: existing.id, payload: {} },
+        `provider:${provider.name}`,
+      );
     return { row: (await findAccountById(tx, existing.id)) as AccountRow, linkId: made.id };
   }
   const email = profile.email && profile.emailVerified ? profile.email : null;
@@ -473,6 +488,7 @@ async function resolveAccount(
     defaultRole: roles.defaultRole,
     roles: roles.roles,
     userData,
+    emailProof: email ? { by: `provider:${provider.name}`, at: deps.clock.now() } : undefined,
   });
   const made = await insertLink(tx, accountId, provider.name, subject);
   if ('conflict' in made) throw linkConflict(made.conflict);

@@ -20,6 +20,7 @@ import type { AuthDeps } from '../deps.ts';
 import { checkBreached } from '../passwords.ts';
 import { deleteAccountSessions } from '../sessions-store.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
+import { proveMailedAddress } from './link-emails.ts';
 
 /** POST /auth/change-password/request: resolves once the request is durably recorded. */
 export async function requestPasswordReset(
@@ -39,7 +40,7 @@ export async function passwordResetStep(
   if (!account?.active || account.disabled || !account.email) return;
   // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
   const email = account.email;
-  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, input.redirectTo);
+  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, input.redirectTo, email);
   const profile = await loadProfile(tx, account.id);
   await deps.mailer.send(tx, {
     to: email,
@@ -59,17 +60,20 @@ export async function passwordResetStep(
 
 /**
  * A new reset ticket for an account (earlier ones stop working) and the link that carries it: the
- * emailed link of the flow above, and the one `gatehouse users reset-link` prints for support.
+ * emailed link of the flow above (`sentTo`: the address it is mailed to, which following it proves), and
+ * the one `gatehouse users reset-link` prints for support (handed over by a person: it proves nothing).
  */
 export async function issueResetLink(
   deps: Pick<AuthDeps, 'config' | 'clock'>,
   tx: Queryable,
   accountId: string,
   redirectTo?: string,
+  sentTo?: string,
 ): Promise<{ ticket: string; link: string; expiresAt: Date }> {
   const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
     accountId,
     purpose: 'password-reset',
+    payload: sentTo ? { sent_to: sentTo } : {},
   });
   return { ticket, expiresAt, link: appLink(deps.config, redirectTo, { ticket, type: 'password-reset' }) };
 }
@@ -90,6 +94,7 @@ export async function resetPassword(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
+    await proveMailedAddress(deps, tx, used, 'password-reset');
     await retireTickets(tx, now, account.id);
     await deleteAccountSessions(tx, account.id);
   });

@@ -29,6 +29,8 @@ import {
   findAccountById,
   insertAccount,
   lockAccountByEmail,
+  markEmailProven,
+  type ProofMethod,
   probeUserRow,
   resettableUserColumns,
   setAccountCredentials,
@@ -36,6 +38,7 @@ import {
   setUserFields,
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
+import { deactivateMfa } from '../mfa/mfa-store.ts';
 import { checkBreached } from '../passwords.ts';
 import {
   type AttemptRow,
@@ -48,13 +51,14 @@ import {
 } from '../registration-store.ts';
 import type { PublicUser } from '../schemas.ts';
 import { issueSession, type Session } from '../sessions.ts';
+import { deleteAccountSessions } from '../sessions-store.ts';
 import {
   type ConsumedTicket,
   consumeTicket,
   retireTickets,
   ticketLifetimeMinutes,
 } from '../tickets-store.ts';
-import { issueActivation, issueMagicLink, sendAccountExists } from './link-emails.ts';
+import { issueActivation, issueMagicLink, proveMailedAddress, sendAccountExists } from './link-emails.ts';
 
 export interface RegisterInput {
   email: string;
@@ -336,7 +340,7 @@ export async function activateWithTicket(
   return deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, deps.clock.now(), ticket, 'activation');
     if (!used) return undefined;
-    if (!(await completeRegistration(deps, tx, used))) return undefined;
+    if (!(await completeRegistration(deps, tx, used, 'activation'))) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     return { session: await issueSession(deps, used.accountId, { db: tx }), redirectTo };
   });
@@ -344,17 +348,21 @@ export async function activateWithTicket(
 
 /**
  * Activates the pending account of a followed registration link (activation or magic register link;
- * the ticket is already used up). The account gets the choices of the link's own attempt only when no
- * other attempt's link was live while this one was (or sent after it); otherwise, for a resent link and
- * for links issued before attempts existed, it gets the defaults: no password, DEFAULT_USER_ROLE and
- * DEFAULT_ALLOWED_USER_ROLES, display name = the email, REGISTRATION_CUSTOM_FIELDS at their column
- * defaults, no locale. Every other registration link of the account stops working. False when the
- * account is not pending any more.
+ * the ticket is already used up), or of a provider that vouched for its address (`used` then names no
+ * attempt and no address), and records what proved the address (`by`). The account gets the choices of
+ * the link's own attempt only when no other attempt's link was live while this one was (or sent after
+ * it); otherwise, for a resent link, a provider, and links issued before attempts existed, it gets the
+ * defaults: no password, DEFAULT_USER_ROLE and DEFAULT_ALLOWED_USER_ROLES, display name = the email,
+ * REGISTRATION_CUSTOM_FIELDS at their column defaults, no locale. Whatever else an unproven registrant
+ * could have left on the row goes too (a second factor, sessions: none can exist on a pending account
+ * made here, but an imported or operator-edited row may carry them). Every other registration link of
+ * the account stops working. False when the account is not pending any more.
  */
 export async function completeRegistration(
   deps: AuthDeps,
   tx: Queryable,
   used: ConsumedTicket,
+  by: ProofMethod,
 ): Promise<boolean> {
   if (!(await activateAccount(tx, used.accountId))) return false;
   const account = (await findAccountById(tx, used.accountId)) as AccountRow;
@@ -367,6 +375,11 @@ export async function completeRegistration(
   await grantChoices(deps, tx, account, alone ? attempt : undefined);
   await deleteAttempts(tx, account.id);
   const now = deps.clock.now();
+  await deactivateMfa(tx, account.id, now);
+  await deleteAccountSessions(tx, account.id);
+  if (by.startsWith('provider:') && account.email !== null)
+    await markEmailProven(tx, account.id, account.email, { by, at: now });
+  else await proveMailedAddress(deps, tx, used, by);
   await retireTickets(tx, now, account.id, 'activation');
   await retireTickets(tx, now, account.id, 'magic-link');
   return true;

@@ -2,7 +2,8 @@
  * OpenID Connect relying-party side: discovery of an issuer's endpoints and keys, and validation of the
  * ID token it returns (OpenID Connect Core §3.1.3.7): signature by a key of the issuer's JWKS with an
  * asymmetric algorithm the issuer announces, `iss` equal to the configured issuer, `aud` naming our client
- * (and `azp` when there are several audiences), `exp`/`iat` within a minute of our clock, and `nonce`
+ * (and `azp` when there are several audiences), `exp` not past and `iat` not ahead of our clock by more
+ * than a minute (a token "issued" in the future would outlive its stated lifetime), and `nonce`
  * equal to the one this sign-in sent. Anything else is ID_TOKEN_INVALID: a token made for another client,
  * another sign-in, another issuer, or by someone without the issuer's key does not sign anyone in.
  */
@@ -120,6 +121,9 @@ export interface IdTokenExpectations {
   algorithms?: readonly string[];
 }
 
+/** How far the issuer's clock may be from ours, in seconds. */
+const CLOCK_SKEW_SECONDS = 60;
+
 function invalidIdToken(reason: string, cause?: unknown): AppError {
   return new AppError(
     'ID_TOKEN_INVALID',
@@ -147,12 +151,15 @@ export async function validateIdToken(
       audience: expect.clientId,
       algorithms,
       currentDate: expect.now,
-      clockTolerance: 60,
+      clockTolerance: CLOCK_SKEW_SECONDS,
       requiredClaims: ['sub', 'iat', 'exp'],
     }));
   } catch (err) {
     throw idTokenError(err);
   }
+  // jose checks `iat` only against a maximum age; a token dated ahead of the skew was not issued now.
+  if ((payload.iat as number) > expect.now.getTime() / 1000 + CLOCK_SKEW_SECONDS)
+    throw invalidIdToken('it was issued in the future (iat)');
   // Core §3.1.3.7 (4, 5): a token for several audiences must say it was issued to us.
   if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== expect.clientId)
     throw invalidIdToken('it names several audiences and its azp is not this client');

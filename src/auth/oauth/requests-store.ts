@@ -72,22 +72,26 @@ interface Row {
 }
 
 /**
- * Uses up the sign-in of `key` for `provider` in one statement. Undefined when it is unknown, of
- * another provider, expired or already used.
+ * Uses up the sign-in of `key` for `provider`, started by the browser whose binding value is `binding`,
+ * in one statement. Undefined when it is unknown, of another provider, expired, already used or started
+ * by another browser: a state replayed through someone else's browser (or leaked to someone) is left
+ * untouched for the browser that started it, so nobody can burn another person's sign-in with it.
  */
 export async function consumeProviderRequest(
   db: Queryable,
   key: string,
   provider: string,
+  binding: string,
   now: Date,
 ): Promise<ProviderRequest | undefined> {
+  // Both values are compared as SHA-256 digests of random values: nothing to learn from the timing.
   const { rows } = await db.query<Row>(
     'ConsumeProviderRequest',
     `UPDATE auth.provider_requests SET used_at = $3
-      WHERE state_hash = $1 AND provider = $2 AND used_at IS NULL AND expires_at > $3
+      WHERE state_hash = $1 AND provider = $2 AND binding_hash = $4 AND used_at IS NULL AND expires_at > $3
       RETURNING provider, binding_hash, code_verifier, nonce, request_token_secret, redirect_to,
                 use_cookie, link_account_id`,
-    [sha256Hex(key), provider, now],
+    [sha256Hex(key), provider, now, sha256Hex(binding)],
   );
   const row = rows[0];
   if (!row) return undefined;
