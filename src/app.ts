@@ -122,7 +122,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   await app.register(cookie, { secret: ctx.cookieSecret });
   await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
   const readiness: ReadinessCheck[] = [];
-  await app.register(rateLimitPlugin, { config, clock: ctx.clock, readiness });
+  await app.register(rateLimitPlugin, { config, counters: ctx.counters, readiness });
   await app.register(metricsPlugin, {
     config,
     sources: {

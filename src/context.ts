@@ -23,6 +23,8 @@ import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { cookieSecret } from './http/cookies.ts';
+import { type Counters, openCounters } from './http/counters.ts';
+import { addressBudget } from './mail/budget.ts';
 import { createMailer, type Mailer } from './mail/mailer.ts';
 import { EmailOutbox } from './mail/outbox.ts';
 import { createObjectStore } from './storage/backends/index.ts';
@@ -45,6 +47,8 @@ export interface AppContext {
   readonly outbox: EmailOutbox;
   /** Work that runs after the response (flows that must answer the same for every address). */
   readonly tasks: BackgroundTasks;
+  /** The rate limits' counters (memory or Redis), shared with the email budget; none when limits are off. */
+  readonly counters: Counters | undefined;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
@@ -101,6 +105,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
         : await openPglite(path.join(config.DATA_DIR, 'db'))),
     opts.log,
   );
+  let counters: Counters | undefined;
   try {
     const applied = await migrate(db);
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
@@ -110,7 +115,9 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     }
     const mailer = createMailer(config, { log: opts.log });
     const tasks = backgroundTasks(opts.log);
-    const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later });
+    counters = await openCounters(config, () => clock.now().getTime(), opts.log);
+    const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
+    const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     const ctx: AppContext = {
       config,
@@ -122,6 +129,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       mailer,
       outbox,
       tasks,
+      counters,
       mfaBox,
       storage,
     };
@@ -133,6 +141,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     outbox.start();
     return ctx;
   } catch (err) {
+    await counters?.store.close().catch(() => {});
     if (!opts.db) await db.close().catch(() => {});
     throw err;
   }
@@ -181,14 +190,20 @@ export function authDeps(ctx: AppContext): AuthDeps {
   return { config, db, clock, keys, passwords, mailer: outbox };
 }
 
+/**
+ * Closes what the context opened, users before what they use. The app (and its in-flight requests, which
+ * hash passwords and queue emails) is closed first, by the caller. Then the sender: it claims nothing
+ * more, releases the emails it has not handed to SMTP, and lets the deliveries handing over and the
+ * deferred steps finish (they use the hashing pool, the counters, the mailer and the database). What is
+ * still queued stays in the outbox for the next start or another instance.
+ */
 export async function closeContext(ctx: AppContext): Promise<void> {
-  // Nothing new is started; what runs (a delivery, a deferred step) finishes with the mailer and the
-  // database it uses. What is still queued stays in the outbox for the next start or another instance.
   ctx.outbox.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
   await ctx.storage?.images.close();
   await ctx.passwords.close();
+  await ctx.counters?.store.close();
   await ctx.db.close();
 }

@@ -135,10 +135,18 @@ export interface ShutdownOptions {
 }
 
 /**
+ * A repeat of the first signal within this long is the same stop, delivered twice: Ctrl-C reaches every
+ * process of the terminal's group (npm and node), and npm forwards it to node once more; a supervisor
+ * that signals the process group does the same.
+ */
+export const REPEAT_SIGNAL_MS = 1_000;
+
+/**
  * Installs the signal handlers. The first signal starts a graceful stop; new requests on open
  * keep-alive connections get 503 SHUTTING_DOWN with `connection: close` (the closing check in
- * `buildApp`) while the running ones finish. A second signal (Ctrl-C twice) exits at once with code 1;
- * the timeout bounds how long a stop may take.
+ * `buildApp`) while the running ones finish. The same signal again within REPEAT_SIGNAL_MS counts
+ * once; another signal, or the same one later (Ctrl-C pressed twice), exits at once with code 1. The
+ * timeout bounds how long a stop may take.
  */
 export function installShutdown(server: RunningServer, opts: ShutdownOptions): () => Promise<void> {
   const {
@@ -159,7 +167,7 @@ export function installShutdown(server: RunningServer, opts: ShutdownOptions): (
       try {
         await stopServer(server);
         clearTimeout(force);
-        log.info('stopped');
+        log.info({ graceful: true }, 'stopped');
         exit(0);
       } catch (err) {
         clearTimeout(force);
@@ -169,14 +177,21 @@ export function installShutdown(server: RunningServer, opts: ShutdownOptions): (
     })();
     return stopping;
   };
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   for (const s of signals) {
     process.on(s, () => {
-      if (stopping) {
-        log.warn({ signal: s }, 'second signal: exiting without waiting for in-flight requests');
-        exit(1);
+      const at = performance.now();
+      if (!first) {
+        first = { signal: s, at };
+        void stop(s);
         return;
       }
-      void stop(s);
+      if (s === first.signal && at - first.at < REPEAT_SIGNAL_MS) {
+        log.info({ signal: s }, 'the same signal again (delivered to the process group): still stopping');
+        return;
+      }
+      log.warn({ signal: s }, 'second signal: exiting without waiting for in-flight requests');
+      exit(1);
     });
   }
   return () => stop('manual');

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { Outage } from '../outage.ts';
 
@@ -218,6 +219,36 @@ export class FailoverStore implements CounterStore {
   async close(): Promise<void> {
     await Promise.all([this.shared.close(), this.local.close()]);
   }
+}
+
+/** The counters of a process: opened by the context, used by the rate limits and the email budget. */
+export interface Counters {
+  store: CounterStore;
+  /** Redis's answer to a ping, when the counters are shared there (readiness under the `closed` policy). */
+  ping?: () => Promise<void>;
+}
+
+/** How long the start waits for Redis before going on without it (its outage policy applies meanwhile). */
+const REDIS_START_WAIT_MS = 2_000;
+
+/**
+ * Opens the counters: in Redis when REDIS_URL is set (with RATE_LIMIT_REDIS_FAILURE's fallback), in
+ * memory otherwise; none when RATE_LIMIT_ENABLED is false. The caller closes `store`.
+ */
+export async function openCounters(
+  config: Pick<Config, 'RATE_LIMIT_ENABLED' | 'REDIS_URL' | 'RATE_LIMIT_REDIS_FAILURE'>,
+  now: () => number,
+  log: FastifyBaseLogger,
+): Promise<Counters | undefined> {
+  if (!config.RATE_LIMIT_ENABLED) return undefined;
+  if (!config.REDIS_URL) return { store: new MemoryStore(now) };
+  const redis = new RedisStore(config.REDIS_URL);
+  if (!(await redis.connected(REDIS_START_WAIT_MS)))
+    log.warn('Redis (REDIS_URL) is not reachable yet; the rate limits start without it');
+  return {
+    store: new FailoverStore(redis, config.RATE_LIMIT_REDIS_FAILURE, new MemoryStore(now), log),
+    ping: () => redis.ping(),
+  };
 }
 
 /** A key part for an email: hashed, so the counters hold no addresses. */

@@ -8,17 +8,9 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import {
-  type Count,
-  type CounterStore,
-  CountersUnavailable,
-  FailoverStore,
-  MemoryStore,
-  RedisStore,
-} from './counters.ts';
+import { type Count, type CounterStore, type Counters, CountersUnavailable } from './counters.ts';
 import { type GuessLimiter, makeGuessLimiter } from './guesses.ts';
 import type { ReadinessCheck } from './health.ts';
 
@@ -85,35 +77,19 @@ function pathOf(request: FastifyRequest): string {
   return q === -1 ? request.url : request.url.slice(0, q);
 }
 
-/** How long the start waits for Redis before going on without it (its outage policy applies meanwhile). */
-const REDIS_START_WAIT_MS = 2_000;
-
 export const rateLimitPlugin = fp(
   async (
     app: FastifyInstance,
-    opts: { config: Config; clock: Clock; store?: CounterStore; readiness?: ReadinessCheck[] },
+    opts: { config: Config; counters: Counters | undefined; readiness?: ReadinessCheck[] },
   ) => {
     const { config } = opts;
-    let store: CounterStore | undefined;
-    if (config.RATE_LIMIT_ENABLED) {
-      const memory = () => new MemoryStore(() => opts.clock.now().getTime());
-      if (opts.store) store = opts.store;
-      else if (config.REDIS_URL) {
-        const redis = new RedisStore(config.REDIS_URL);
-        if (!(await redis.connected(REDIS_START_WAIT_MS)))
-          app.log.warn('Redis (REDIS_URL) is not reachable yet; the rate limits start without it');
-        const policy = config.RATE_LIMIT_REDIS_FAILURE;
-        store = new FailoverStore(redis, policy, memory(), app.log);
-        // Failing closed, an instance without Redis refuses most requests: it is not ready. Otherwise it
-        // serves, and taking every instance out of the balancer for a Redis outage would be worse.
-        if (policy === 'closed')
-          opts.readiness?.push({ name: 'rate-limit store', check: () => redis.ping() });
-      } else store = memory();
-      const owned = !opts.store;
-      app.addHook('onClose', async () => {
-        if (owned) await store?.close();
-      });
-    }
+    // The context owns the counters (the email budget uses them too) and closes them after the app.
+    const store = opts.counters?.store;
+    const ping = opts.counters?.ping;
+    // Failing closed, an instance without Redis refuses most requests: it is not ready. Otherwise it
+    // serves, and taking every instance out of the balancer for a Redis outage would be worse.
+    if (ping && config.RATE_LIMIT_REDIS_FAILURE === 'closed')
+      opts.readiness?.push({ name: 'rate-limit store', check: ping });
     const safely = safelyWith(app.log);
     app.decorate('limiter', makeLimiter(store, safely));
     app.decorate('guesses', makeGuessLimiter(store, config, safely));

@@ -30,8 +30,19 @@ export interface Mailer {
    * Renders and delivers one message; resolves once the server (or the development outbox) has accepted
    * it, rejects with a DeliveryError when it has not.
    */
-  deliver(email: OutgoingEmail): Promise<void>;
+  deliver(email: OutgoingEmail, opts?: DeliveryOptions): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface DeliveryOptions {
+  /** Aborts the delivery (it then rejects with a DeliveryError); meant for before `onHanded`. */
+  signal?: AbortSignal;
+  /**
+   * Called when the transport starts handing the message over (SMTP: the envelope, then the data, on a
+   * connection whose server has greeted): from then on the server may accept it, and aborting could
+   * send it twice. Before, nothing has left the service.
+   */
+  onHanded?: () => void;
 }
 
 /** A message the transport did not accept (server down, refused, a template that fails to render). */
@@ -126,7 +137,22 @@ function transportMailer(
   transport: Transporter,
   after: (email: OutgoingEmail, info: unknown, rendered: { subject: string; text: string }) => Promise<void>,
 ): Mailer {
-  const deliver = async (email: OutgoingEmail) => {
+  // Every transport reads the message through `createReadStream` when it starts handing it over (the
+  // SMTP transport right before MAIL FROM, once the server has greeted): that call is the moment after
+  // which a delivery must not be aborted. The "stream" step runs on the compiled message, before it.
+  transport.use('stream', (mail, done) => {
+    const onHanded = (mail.data as { onHanded?: () => void }).onHanded;
+    const message = mail.message as unknown as { createReadStream: (...args: unknown[]) => unknown };
+    if (onHanded) {
+      const read = message.createReadStream.bind(message);
+      message.createReadStream = (...args) => {
+        onHanded();
+        return read(...args);
+      };
+    }
+    done();
+  });
+  const deliver = async (email: OutgoingEmail, opts: DeliveryOptions = {}) => {
     let info: unknown;
     try {
       const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
@@ -137,10 +163,14 @@ function transportMailer(
         text: rendered.text,
         html: rendered.html,
         headers: email.headers,
+        // nodemailer (10.x) closes the connection when the signal aborts; its types do not list these.
+        ...({ signal: opts.signal, onHanded: opts.onHanded } as object),
       });
       await after(email, info, rendered);
       emailEvent('sent', mode, email.template);
     } catch (err) {
+      // Stopped on purpose (the service is stopping): not a failure of the transport.
+      if (opts.signal?.aborted) throw new DeliveryError(err);
       emailEvent('failed', mode, email.template);
       // The address is personal data and the message holds a ticket: log neither, only what failed.
       log.warn({ err, template: email.template, mode }, 'email could not be sent');

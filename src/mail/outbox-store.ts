@@ -42,7 +42,7 @@ export async function insertOutboxRow(
 }
 
 /**
- * Claims up to `limit` due rows for `sender` for `leaseMs`: rows neither sent nor given up, due, and not
+ * Claims up to `limit` due rows for `sender` for `leaseMs` (renewed by `renewLeases` while it works): rows neither sent nor given up, due, and not
  * held by a live lease. SKIP LOCKED lets senders of several instances claim at the same moment without
  * waiting on, or taking, each other's rows. Each claim counts as an attempt.
  */
@@ -68,6 +68,36 @@ export async function claimDueRows(
     [sender, leaseMs, limit],
   );
   return rows.map((r) => ({ ...r, id: String(r.id) }));
+}
+
+/**
+ * Extends the lease of every row `sender` still holds (its heartbeat while deliveries run): leases stay
+ * short, so that the rows of a sender that died are free again soon, yet never run out under a live one.
+ */
+export async function renewLeases(db: Queryable, sender: string, leaseMs: number): Promise<number> {
+  const { rowCount } = await db.query(
+    'RenewOutboxLeases',
+    `UPDATE auth.email_outbox
+        SET claimed_until = now() + $2 * interval '1 millisecond'
+      WHERE claimed_by = $1 AND sent_at IS NULL AND failed_at IS NULL`,
+    [sender, leaseMs],
+  );
+  return rowCount;
+}
+
+/**
+ * Gives back a row `sender` claimed but never handed to the transport (the service is stopping): free at
+ * once for the next start or another instance, still due, and its claim not counted as an attempt.
+ */
+export async function releaseRow(db: Queryable, id: string, sender: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'ReleaseOutboxRow',
+    `UPDATE auth.email_outbox
+        SET claimed_by = NULL, claimed_until = NULL, attempts = greatest(attempts - 1, 0)
+      WHERE id = $1 AND claimed_by = $2 AND sent_at IS NULL AND failed_at IS NULL`,
+    [id, sender],
+  );
+  return rowCount > 0;
 }
 
 /** Records a delivery and erases the message (its link). False when `sender` no longer held the row. */

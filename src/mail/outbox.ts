@@ -6,9 +6,14 @@
  * - Prompt: a commit that queued an email wakes this instance's sender at once (afterCommit); every
  *   instance also looks for due rows every EMAIL_POLL_INTERVAL_MS (retries, and rows an instance that
  *   stopped left behind). PGlite is one process, so there the wake-up alone does it.
- * - Once: a sender claims rows with `FOR UPDATE SKIP LOCKED` and a lease (EMAIL_CLAIM_TIMEOUT_MS), so
- *   instances never send the same row together; a sender that dies mid-delivery leaves its rows to be
- *   claimed again when the lease runs out (then, and only then, a message can go out twice).
+ * - Once: a sender claims rows with `FOR UPDATE SKIP LOCKED` and a short lease (EMAIL_CLAIM_TIMEOUT_MS)
+ *   that it renews while it works on them (a heartbeat every third of the lease), so instances never
+ *   send the same row together, and the rows of a sender that dies are free again within one lease;
+ *   only a sender that dies after handing a message to SMTP and before recording it can send it twice.
+ * - Stopping: the sender claims nothing more, aborts the deliveries that have not handed their message
+ *   to SMTP yet (a server that does not answer must not hold the stop) and releases their rows at once,
+ *   still due, for the next start or another instance; the deliveries already handing over finish.
+ * - Budgeted: every email counts against its address's budget (budget.ts); over it, none is queued.
  * - Durable: nothing waits in memory. Deferred steps (`sendLater`: lost password, resend, magic-link
  *   login, which answer before they look the address up) are rows too; a step is removed in the
  *   transaction that runs it and queues its email, so it runs once and a crash loses nothing.
@@ -21,6 +26,7 @@ import type { Config } from '../config.ts';
 import { afterCommit, type Database, DatabaseUnavailable, type Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { outboxEvent } from '../metrics/events.ts';
+import type { EmailBudget } from './budget.ts';
 import type { Mailer } from './mailer.ts';
 import {
   claimDueRows,
@@ -32,6 +38,8 @@ import {
   type OutboxRow,
   outboxBacklog,
   pruneOutbox,
+  releaseRow,
+  renewLeases,
   takeStep,
 } from './outbox-store.ts';
 import type { DeferredInput, DeferredStep, MailPort, OutgoingEmail } from './port.ts';
@@ -50,6 +58,15 @@ export interface OutboxOptions {
    * them, in tests and at shutdown, includes the deliveries in progress).
    */
   later(label: string, task: () => Promise<void>): void;
+  /** The per-address budget every email is counted against; none: unlimited (rate limits off). */
+  budget?: EmailBudget | undefined;
+}
+
+/** A row this sender holds, and how to stop its delivery while nothing has left the service. */
+interface Held {
+  abort: AbortController;
+  /** The transport has started handing the message over: the delivery must run to its end. */
+  handed: boolean;
 }
 
 /** How often a sender deletes old rows, at most. */
@@ -67,6 +84,9 @@ export class EmailOutbox implements MailPort {
   private again = false;
   private closed = false;
   private lastPrune = 0;
+  /** The rows this sender has claimed and not yet recorded, by id. */
+  private readonly held = new Map<string, Held>();
+  private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: OutboxOptions) {
     this.sends = opts.mailer.sends;
@@ -74,6 +94,8 @@ export class EmailOutbox implements MailPort {
 
   async send(tx: Queryable, email: OutgoingEmail): Promise<void> {
     if (!this.sends) throw new AppError('EMAILS_DISABLED');
+    // Over its address's budget the email is dropped here, and the flow answers as it would have.
+    if (this.opts.budget && !(await this.opts.budget.allow(email.to, email.template))) return;
     await insertOutboxRow(tx, {
       kind: 'email',
       template: email.template,
@@ -105,11 +127,16 @@ export class EmailOutbox implements MailPort {
     this.wake();
   }
 
-  /** Stops waking the sender; a pass in progress finishes (the context waits for its tasks). */
+  /**
+   * Stops the sender: nothing new is claimed, and deliveries that have not handed their message over are
+   * aborted (their rows are released by the pass that runs them; the context waits for its tasks). The
+   * heartbeat goes on while deliveries already handing over finish.
+   */
   stop(): void {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    for (const h of this.held.values()) if (!h.handed) h.abort.abort();
   }
 
   /** Rows waiting and given up, for metrics. */
@@ -162,7 +189,58 @@ export class EmailOutbox implements MailPort {
     }
   }
 
+  /** Holds `row` until it is recorded; the heartbeat runs while this sender holds any row. */
+  private hold(row: OutboxRow): Held {
+    const held: Held = { abort: new AbortController(), handed: false };
+    // Claimed by a query that ended after the stop: released at once, like a delivery not handed over.
+    if (this.closed) held.abort.abort();
+    this.held.set(row.id, held);
+    if (!this.heartbeat) {
+      const leaseMs = this.opts.config.EMAIL_CLAIM_TIMEOUT_MS;
+      this.heartbeat = setInterval(() => void this.renew(), Math.max(100, Math.floor(leaseMs / 3)));
+      this.heartbeat.unref();
+    }
+    return held;
+  }
+
+  private unhold(row: OutboxRow): void {
+    this.held.delete(row.id);
+    if (this.held.size === 0 && this.heartbeat) {
+      clearInterval(this.heartbeat);
+      this.heartbeat = undefined;
+    }
+  }
+
+  private async renew(): Promise<void> {
+    try {
+      await renewLeases(this.opts.db, this.senderId, this.opts.config.EMAIL_CLAIM_TIMEOUT_MS);
+    } catch (err) {
+      // The next beat tries again; two more misses and another sender may take the rows over.
+      if (!(err instanceof DatabaseUnavailable))
+        this.opts.log.warn({ err }, 'the email outbox could not renew its leases');
+    }
+  }
+
   private async handleRow(row: OutboxRow): Promise<void> {
+    const held = this.hold(row);
+    try {
+      if (held.abort.signal.aborted) await this.release(row);
+      else await this.deliverRow(row, held);
+    } finally {
+      this.unhold(row);
+    }
+  }
+
+  /** Gives a row back unsent and uncounted (see releaseRow). */
+  private async release(row: OutboxRow): Promise<void> {
+    if (await releaseRow(this.opts.db, row.id, this.senderId))
+      this.opts.log.info(
+        { outboxId: row.id, template: row.template ?? row.kind },
+        'stopping: email released unsent, for the next start or another instance',
+      );
+  }
+
+  private async deliverRow(row: OutboxRow, held: Held): Promise<void> {
     const { db, log } = this.opts;
     const secrets = secretsOf(row);
     try {
@@ -173,17 +251,23 @@ export class EmailOutbox implements MailPort {
           log.error({ outboxId: row.id, template: row.template }, 'email given up: its link expired unsent');
           return;
         }
-        await this.opts.mailer.deliver(emailOf(row));
+        await this.opts.mailer.deliver(emailOf(row), {
+          signal: held.abort.signal,
+          onHanded: () => {
+            held.handed = true;
+          },
+        });
         if (!(await markSent(db, row.id, this.senderId)))
           log.warn(
             { outboxId: row.id, template: row.template },
-            'an email was delivered after its claim ran out (EMAIL_CLAIM_TIMEOUT_MS too short?): it may go out twice',
+            'an email was delivered after its lease was lost (its renewals failed for longer than EMAIL_CLAIM_TIMEOUT_MS): it may go out twice',
           );
         return;
       }
       await this.runStep(row);
     } catch (err) {
-      await this.recordFailure(row, describeError(err, secrets));
+      if (held.abort.signal.aborted && !held.handed) await this.release(row);
+      else await this.recordFailure(row, describeError(err, secrets));
     }
   }
 

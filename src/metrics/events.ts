@@ -57,6 +57,9 @@ export interface OutboxEvent {
   /** The email's template, or the deferred step's name. */
   template: string;
 }
+export interface EmailOverBudgetEvent {
+  template: string;
+}
 export interface HashWaitEvent {
   /** Seconds the job waited for a hashing thread. */
   waitSeconds: number;
@@ -70,6 +73,7 @@ export const channels = {
   refresh: channel('gatehouse:token-refresh'),
   email: channel('gatehouse:email'),
   outbox: channel('gatehouse:email-outbox'),
+  emailOverBudget: channel('gatehouse:email-over-budget'),
   objectStoreError: channel('gatehouse:object-store-error'),
   hashWait: channel('gatehouse:password-hash-wait'),
   hashRefused: channel('gatehouse:password-hash-refused'),
@@ -89,6 +93,12 @@ export function emailEvent(outcome: EmailOutcome, mode: string, template: string
 
 export function outboxEvent(outcome: OutboxOutcome, template: string): void {
   if (channels.outbox.hasSubscribers) channels.outbox.publish({ outcome, template } satisfies OutboxEvent);
+}
+
+/** An email was not queued: its address had used up its budget (mail/budget.ts). */
+export function emailOverBudgetEvent(template: string): void {
+  if (channels.emailOverBudget.hasSubscribers)
+    channels.emailOverBudget.publish({ template } satisfies EmailOverBudgetEvent);
 }
 
 /** The object store could not answer (the storage routes then answer 503). */

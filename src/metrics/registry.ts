@@ -10,6 +10,7 @@ import type { PoolStats } from '../db/database.ts';
 import {
   channels,
   type EmailEvent,
+  type EmailOverBudgetEvent,
   type HashWaitEvent,
   type OutboxEvent,
   type RefreshEvent,
@@ -95,6 +96,15 @@ export class Metrics {
     });
     this.on(channels.outbox.name, (e: OutboxEvent) =>
       outboxAttempts.inc({ outcome: e.outcome, template: e.template }),
+    );
+    const overBudget = new Counter({
+      name: 'gatehouse_emails_over_budget_total',
+      help: 'Emails not queued because their address had used up its budget (RATE_LIMIT_EMAIL_ADDRESS_MAX), by template.',
+      labelNames: ['template'],
+      registers,
+    });
+    this.on(channels.emailOverBudget.name, (e: EmailOverBudgetEvent) =>
+      overBudget.inc({ template: e.template }),
     );
     const { outbox } = sources;
     if (outbox) {
