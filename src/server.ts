@@ -11,6 +11,8 @@ import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
 import { DatabaseInUse } from './db/database.ts';
 import { applyHasuraMetadata } from './hasura/metadata.ts';
+import { outboxDir } from './mail/mailer.ts';
+import { startBanner } from './start-banner.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -61,10 +63,13 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
     const drain = trackInFlight(app.server);
     const address = await app.listen({ host: config.HOST, port: config.PORT });
     const where = ctx.db.kind === 'pglite' ? `embedded database in ${config.DATA_DIR}/db` : 'PostgreSQL';
-    opts.log.info(
-      { address, database: ctx.db.kind, dataDir: config.DATA_DIR },
-      `Gatehouse listening on ${address} (${where})`,
-    );
+    const banner = startBanner(config, {
+      address,
+      database: where,
+      outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
+      apiReference: false,
+    });
+    opts.log.info({ ...banner.fields, database: ctx.db.kind, dataDir: config.DATA_DIR }, banner.message);
     if (config.HASURA_ENDPOINT) {
       // In the background: the engine may start after us, and its answers never block the service.
       void applyHasuraMetadata(
