@@ -7,6 +7,7 @@
 import type http from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
+import { SealedKeyMismatch } from './auth/startup.ts';
 import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
 import { DatabaseInUse } from './db/database.ts';
@@ -90,7 +91,7 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
  * for anything else (logged with its stack). Never shows DATABASE_URL's password.
  */
 export function startFailure(err: unknown, config: Config): string | undefined {
-  if (err instanceof DatabaseInUse) return err.message;
+  if (err instanceof DatabaseInUse || err instanceof SealedKeyMismatch) return err.message;
   const e = err as NodeJS.ErrnoException & { hostname?: string };
   const where = `${config.HOST}:${config.PORT}`;
   switch (e?.code) {
