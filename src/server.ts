@@ -8,6 +8,8 @@ import type http from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import { SealedKeyMismatch } from './auth/startup.ts';
+import { runCli } from './cli/main.ts';
+import { type CliSocket, serveCliSocket } from './cli/remote.ts';
 import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
 import { DatabaseInUse } from './db/database.ts';
@@ -22,6 +24,8 @@ export interface RunningServer {
   address: string;
   /** Makes every response still in flight the last one on its connection. */
   drain(): void;
+  /** The socket the CLI reaches the embedded database through (remote.ts); none with DATABASE_URL. */
+  cliSocket?: CliSocket | undefined;
 }
 
 /**
@@ -78,7 +82,9 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
         opts.log,
       );
     }
-    return { app, ctx, address, drain };
+    const cliSocket =
+      ctx.db.kind === 'pglite' ? await serveCliSocket({ config, db: ctx.db }, runCli, opts.log) : undefined;
+    return { app, ctx, address, drain, cliSocket };
   } catch (err) {
     await app?.close().catch(() => {});
     await closeContext(ctx).catch(() => {});
@@ -125,6 +131,7 @@ export function startFailure(err: unknown, config: Config): string | undefined {
 /** Closes the server (waiting for in-flight requests) and then the context. */
 export async function stopServer(server: RunningServer): Promise<void> {
   server.drain();
+  await server.cliSocket?.close();
   try {
     await server.app.close();
   } finally {
