@@ -166,6 +166,11 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     });
   }
 
+  if (config.CONSOLE_ENABLED && !config.isProduction) {
+    // A newcomer opens the address the start log names: outside production that is the console. In
+    // production `/` stays the JSON 404 an API answers (the console there is for the admin only).
+    app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/console/', 302));
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -37,7 +37,7 @@ describe('loadConfig', () => {
     assert.equal(c.MFA_ENABLED, true);
     assert.equal(c.LOST_PASSWORD_ENABLED, false);
     assert.equal(c.AUTO_ACTIVATE_NEW_USERS, true);
-    assert.equal(c.MIN_PASSWORD_LENGTH, 3);
+    assert.equal(c.MIN_PASSWORD_LENGTH, 8, "a newcomer does not get HBP's 3");
     assert.equal(c.DEFAULT_USER_ROLE, 'user');
     assert.equal(c.COOKIE_SAME_SITE, 'lax');
     assert.equal(c.SMTP_PORT, 587);

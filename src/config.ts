@@ -491,8 +491,8 @@ const SETTINGS = {
   ),
   MIN_PASSWORD_LENGTH: int(
     REG,
-    3,
-    'Shortest password accepted (HBP default 3; 8 or more recommended). The longest is 128.',
+    8,
+    'Shortest new password accepted (HBP default 3; 8 here, the NIST SP 800-63B floor). Only new passwords are measured (registration, change, reset): accounts with shorter ones, imported from HBP, still sign in. The longest is 128.',
     { min: 1, max: 128 },
   ),
   HIBP_ENABLED: bool(REG, false, 'Refuse passwords found in Have I Been Pwned (k-anonymity range query).', [

@@ -14,7 +14,8 @@ import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { Passwords } from './auth/passwords.ts';
-import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
+import type { SealedKind } from './auth/sealed-store.ts';
+import { checkSealedKeys, ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { type Config, ConfigError } from './config.ts';
@@ -111,6 +112,14 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     if (config.AUTH_ENABLED) {
       await ensureAuthSchema({ config, db });
+      // Provider tokens are sealed with the MFA box's key (auth/flows/oauth.ts providerTokenBox).
+      const sealing = mfaBox ?? (config.PROVIDER_TOKENS_STORED ? SecretBox.fromConfig(config) : undefined);
+      if (sealing) {
+        const kinds: SealedKind[] = [];
+        if (mfaBox) kinds.push('totp', 'pending-totp');
+        if (config.PROVIDER_TOKENS_STORED) kinds.push('provider-tokens');
+        await checkSealedKeys({ config, db, box: sealing }, kinds);
+      }
       if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
     }
     const mailer = createMailer(config, { log: opts.log });

@@ -7,10 +7,15 @@
 import type http from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
+import { SealedKeyMismatch } from './auth/startup.ts';
+import { runCli } from './cli/main.ts';
+import { type CliSocket, serveCliSocket } from './cli/remote.ts';
 import type { Config } from './config.ts';
 import { type AppContext, closeContext, createContext } from './context.ts';
 import { DatabaseInUse } from './db/database.ts';
 import { applyHasuraMetadata } from './hasura/metadata.ts';
+import { outboxDir } from './mail/mailer.ts';
+import { startBanner } from './start-banner.ts';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -19,6 +24,8 @@ export interface RunningServer {
   address: string;
   /** Makes every response still in flight the last one on its connection. */
   drain(): void;
+  /** The socket the CLI reaches the embedded database through (remote.ts); none with DATABASE_URL. */
+  cliSocket?: CliSocket | undefined;
 }
 
 /**
@@ -61,10 +68,13 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
     const drain = trackInFlight(app.server);
     const address = await app.listen({ host: config.HOST, port: config.PORT });
     const where = ctx.db.kind === 'pglite' ? `embedded database in ${config.DATA_DIR}/db` : 'PostgreSQL';
-    opts.log.info(
-      { address, database: ctx.db.kind, dataDir: config.DATA_DIR },
-      `Gatehouse listening on ${address} (${where})`,
-    );
+    const banner = startBanner(config, {
+      address,
+      database: where,
+      outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
+      apiReference: false,
+    });
+    opts.log.info({ ...banner.fields, database: ctx.db.kind, dataDir: config.DATA_DIR }, banner.message);
     if (config.HASURA_ENDPOINT) {
       // In the background: the engine may start after us, and its answers never block the service.
       void applyHasuraMetadata(
@@ -72,7 +82,9 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
         opts.log,
       );
     }
-    return { app, ctx, address, drain };
+    const cliSocket =
+      ctx.db.kind === 'pglite' ? await serveCliSocket({ config, db: ctx.db }, runCli, opts.log) : undefined;
+    return { app, ctx, address, drain, cliSocket };
   } catch (err) {
     await app?.close().catch(() => {});
     await closeContext(ctx).catch(() => {});
@@ -85,7 +97,7 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
  * for anything else (logged with its stack). Never shows DATABASE_URL's password.
  */
 export function startFailure(err: unknown, config: Config): string | undefined {
-  if (err instanceof DatabaseInUse) return err.message;
+  if (err instanceof DatabaseInUse || err instanceof SealedKeyMismatch) return err.message;
   const e = err as NodeJS.ErrnoException & { hostname?: string };
   const where = `${config.HOST}:${config.PORT}`;
   switch (e?.code) {
@@ -119,6 +131,7 @@ export function startFailure(err: unknown, config: Config): string | undefined {
 /** Closes the server (waiting for in-flight requests) and then the context. */
 export async function stopServer(server: RunningServer): Promise<void> {
   server.drain();
+  await server.cliSocket?.close();
   try {
     await server.app.close();
   } finally {

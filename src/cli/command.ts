@@ -4,6 +4,7 @@
  * with subcommands (`gatehouse keys rotate`) builds its `run` with `subcommands()`.
  */
 import { type Config, ConfigError, loadConfig, readEnv } from '../config.ts';
+import type { Database } from '../db/database.ts';
 
 export interface CliIO {
   /** Normal output (what a script may read). */
@@ -15,6 +16,12 @@ export interface CliIO {
   /** All of standard input (read only by a command asked to, e.g. `--password-stdin`). */
   input(): string;
   now(): Date;
+  /**
+   * Set when the command runs inside the development service (the CLI forwarded it there because the
+   * service holds the embedded database, see remote.ts): that service's settings and open database, so
+   * that the command acts on them, and its links name the service's own SERVER_URL and PORT.
+   */
+  service?: { config: Config; db: Database };
 }
 
 export interface Command {
@@ -93,7 +100,7 @@ export function parseOptions(
 
 /** The service's configuration as the server would read it (environment and .env files). */
 export function configOf(io: CliIO): Config {
-  return loadConfig(readEnv(io.env, io.cwd));
+  return io.service?.config ?? loadConfig(readEnv(io.env, io.cwd));
 }
 
 export { ConfigError };

@@ -10,6 +10,7 @@ import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { type Database, openPglite, openPostgres } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
+import type { CliIO } from './command.ts';
 
 export interface CliDatabase {
   config: Config;
@@ -19,16 +20,33 @@ export interface CliDatabase {
   applied: string[];
 }
 
-/** Opens the configured database without migrating it. */
-export async function openConfiguredDatabase(config: Config): Promise<Database> {
+/**
+ * Opens the configured database without migrating it; inside the running service (`io.service`), its
+ * open database, which the command's close leaves open.
+ */
+export async function openConfiguredDatabase(config: Config, io?: Pick<CliIO, 'service'>): Promise<Database> {
+  const shared = io?.service?.db;
+  if (shared)
+    return {
+      kind: shared.kind,
+      query: (name, sql, params) => shared.query(name, sql, params),
+      exec: (sql) => shared.exec(sql),
+      transaction: (fn) => shared.transaction(fn),
+      ping: () => shared.ping(),
+      close: async () => {},
+    };
   return config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, 2)
     : await openPglite(path.join(config.DATA_DIR, 'db'));
 }
 
 /** Runs `fn` with the configured database, migrated and with its roles, and closes it afterwards. */
-export async function withDatabase<T>(config: Config, fn: (d: CliDatabase) => Promise<T>): Promise<T> {
-  const db = await openConfiguredDatabase(config);
+export async function withDatabase<T>(
+  config: Config,
+  fn: (d: CliDatabase) => Promise<T>,
+  io?: Pick<CliIO, 'service'>,
+): Promise<T> {
+  const db = await openConfiguredDatabase(config, io);
   try {
     const applied = await migrate(db);
     if (config.AUTH_ENABLED) await ensureAuthSchema({ config, db });

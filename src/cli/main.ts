@@ -7,7 +7,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { PROCESS_UMASK } from '../data-dir.ts';
-import { type CliIO, type Command, ConfigError, UsageError } from './command.ts';
+import { DatabaseInUse } from '../db/database.ts';
+import { type CliIO, type Command, ConfigError, configOf, UsageError } from './command.ts';
+import { forwardToService } from './remote.ts';
 
 const COMMANDS_DIR = fileURLToPath(new URL('./commands/', import.meta.url));
 
@@ -62,9 +64,23 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
     io.out(`${cmd.help.trimEnd()}\n`);
     return 0;
   }
+  // Standard input is read once: kept, so that a command forwarded to the service gets it too.
+  let stdin: string | undefined;
+  const local: CliIO = {
+    ...io,
+    input: () => {
+      stdin ??= io.input();
+      return stdin;
+    },
+  };
   try {
-    return await cmd.run(args, io);
+    return await cmd.run(args, local);
   } catch (err) {
+    if (err instanceof DatabaseInUse && !io.service) {
+      // The development service holds the embedded database: it runs the command (remote.ts).
+      const code = await forwardToService(configOf(io).DATA_DIR, argv, io, stdin);
+      if (code !== undefined) return code;
+    }
     if (err instanceof UsageError) {
       io.err(`gatehouse ${name}: ${err.message}\n\n${cmd.help.trimEnd()}\n`);
       return 2;

@@ -1,7 +1,7 @@
 /**
  * The development outbox as the console reads it. The outbox mailer (mailer.ts) writes each message as
- * an `.eml` file in DATA_DIR/outbox and, beside it, a `.json` entry with what a person reads: the
- * recipient, subject, text and action link. Only the outbox mailer writes here, and only outside
+ * an `.eml` file in DATA_DIR/outbox and, beside it, a `.json` entry with what a person reads (the
+ * recipient, subject, text and action link) and the same as plain text (`.txt`). Only the outbox mailer writes here, and only outside
  * production (a production start refuses to run without SMTP_HOST), so nothing here exists there.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,9 +18,20 @@ export interface OutboxEntry {
   link?: string;
 }
 
-/** Writes the entry of the message saved as `emlFile`. */
+/**
+ * Writes the entries of the message saved as `emlFile`: the `.json` the console reads and a `.txt` for a
+ * person with a terminal. The `.eml` is quoted-printable (a long link is cut with `=` line breaks), so
+ * `grep` finds a link only in the `.txt` (or the `.json`'s `link`).
+ */
 export function writeOutboxEntry(emlFile: string, entry: Omit<OutboxEntry, 'id'>): void {
-  writeFileSync(emlFile.replace(/\.eml$/, '.json'), JSON.stringify(entry), { mode: 0o600 });
+  const base = emlFile.replace(/\.eml$/, '');
+  writeFileSync(`${base}.json`, JSON.stringify(entry), { mode: 0o600 });
+  const head = [
+    `To: ${entry.to}`,
+    `Subject: ${entry.subject}`,
+    ...(entry.link ? [`Link: ${entry.link}`] : []),
+  ];
+  writeFileSync(`${base}.txt`, `${head.join('\n')}\n\n${entry.text}\n`, { mode: 0o600 });
 }
 
 function isEntry(v: unknown): v is Omit<OutboxEntry, 'id'> {

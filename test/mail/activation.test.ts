@@ -154,7 +154,7 @@ describe('activation without redirect settings or without emails', () => {
       await t.app.inject({
         method: 'POST',
         url: '/auth/register',
-        payload: { email: 'dev@example.com', password: 'pw-1' },
+        payload: { email: 'dev@example.com', password: 'pw-123456' },
       });
       const link = findLink(t.smtp.last('dev@example.com').text, '/auth/activate');
       const res = await t.app.inject({ method: 'GET', url: `${pathOf(link)}&cookie=false` });
@@ -175,7 +175,7 @@ describe('activation without redirect settings or without emails', () => {
       const res = await t.app.inject({
         method: 'POST',
         url: '/auth/register',
-        payload: { email: 'quiet@example.com', password: 'pw-1' },
+        payload: { email: 'quiet@example.com', password: 'pw-123456' },
       });
       assert.equal(res.statusCode, 200);
       const account = await accountByEmail(t, 'quiet@example.com');
@@ -215,7 +215,7 @@ describe('HBP-style template folder and locales, end to end', () => {
         t.app.inject({
           method: 'POST',
           url: '/auth/register',
-          payload: { email, password: 'pw-123', user_data: { display_name: 'Zoë' }, ...extra },
+          payload: { email, password: 'pw-123456', user_data: { display_name: 'Zoë' }, ...extra },
         });
       assert.equal((await reg('en@example.com', {})).statusCode, 200);
       const en = t.smtp.last('en@example.com');

@@ -125,9 +125,10 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
         headers: { 'X-Ticket': 't-123' },
       });
       const files = readdirSync(path.join(dir, 'outbox')).sort();
-      assert.equal(files.length, 2, 'the message and its entry for the console');
+      assert.equal(files.length, 3, 'the message, its entry for the console and its plain text');
       assert.match(files[0] as string, /activate-account.*\.eml$/);
       assert.equal(files[1], (files[0] as string).replace(/\.eml$/, '.json'));
+      assert.equal(files[2], (files[0] as string).replace(/\.eml$/, '.txt'));
       const entry = JSON.parse(readFileSync(path.join(dir, 'outbox', files[1] as string), 'utf8'));
       assert.equal(entry.to, 'ada@example.com');
       assert.equal(entry.link, locals.link);
@@ -140,6 +141,32 @@ describe('mailer outbox (no SMTP_HOST outside production)', () => {
       assert.ok(line, 'a log line carries the link');
       assert.match(String(line.msg), /auth\/activate\?ticket=t-123/);
       await mailer.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('writes a plain-text copy in which grep finds a long link whole (the .eml is quoted-printable)', async () => {
+    const dir = tempDir();
+    try {
+      const mailer = createMailer(configFrom({ DATA_DIR: dir, CUSTOM_DIR: path.join(dir, 'custom') }), {
+        log: silent,
+      });
+      const link = `http://localhost:3000/auth/activate?ticket=${'a1b2c3d4-'.repeat(8)}end&redirect=somewhere`;
+      await mailer.deliver({
+        to: 'ada@example.com',
+        template: 'activate-account',
+        locals: { ...locals, link },
+      });
+      await mailer.close();
+      const outbox = path.join(dir, 'outbox');
+      const read = (ext: string) =>
+        readFileSync(path.join(outbox, readdirSync(outbox).find((n) => n.endsWith(ext)) as string), 'utf8');
+      assert.ok(!read('.eml').includes(link), 'the .eml wraps the link (which is why the .txt exists)');
+      const text = read('.txt');
+      assert.match(text, /^To: ada@example\.com$/m);
+      assert.ok(text.split('\n').includes(`Link: ${link}`), 'grep finds the link on a line of its own');
+      assert.ok(text.split('\n').slice(3).join('\n').includes(link), 'and in the body');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -56,6 +56,11 @@ export class SecretBox {
     return this.current.id;
   }
 
+  /** True when values sealed under the key `id` open with this box (the current key or a previous one). */
+  opensKey(id: string): boolean {
+    return this.keys.has(id);
+  }
+
   /** True when `value` is sealed under the current key (nothing to re-seal). */
   isCurrent(value: string): boolean {
     return value.startsWith(`${VERSION}:${this.current.id}:`);

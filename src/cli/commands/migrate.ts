@@ -17,7 +17,7 @@ A migration file changed after it was applied stops it (exit 1), as it would sto
   async run(args: string[], io: CliIO) {
     parseOptions(args, {});
     const config = configOf(io);
-    const db = await openConfiguredDatabase(config);
+    const db = await openConfiguredDatabase(config, io);
     try {
       const applied = await applyMigrations(db);
       for (const name of applied) io.out(`applied ${name}\n`);

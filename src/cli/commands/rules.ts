@@ -76,16 +76,20 @@ const OPERATIONS: Record<string, string> = {
 };
 
 /** The claims of a user as its next access token would carry them (roles and custom fields read now). */
-async function claimsOfUser(config: Config, ref: string): Promise<Record<string, unknown>> {
-  return withDatabase(config, async ({ db }) => {
-    const account = ref.includes('@')
-      ? await findAccountByEmail(db, ref)
-      : await findAccountByUserId(db, ref);
-    const profile = account && (await loadProfile(db, account.id));
-    if (!profile)
-      throw new ExplainError(`no account has the ${ref.includes('@') ? 'email' : 'user id'} "${ref}"`);
-    return claimsOf(config, profile);
-  });
+async function claimsOfUser(config: Config, ref: string, io: CliIO): Promise<Record<string, unknown>> {
+  return withDatabase(
+    config,
+    async ({ db }) => {
+      const account = ref.includes('@')
+        ? await findAccountByEmail(db, ref)
+        : await findAccountByUserId(db, ref);
+      const profile = account && (await loadProfile(db, account.id));
+      if (!profile)
+        throw new ExplainError(`no account has the ${ref.includes('@') ? 'email' : 'user id'} "${ref}"`);
+      return claimsOf(config, profile);
+    },
+    io,
+  );
 }
 
 class ExplainError extends Error {}
@@ -171,7 +175,7 @@ Exit status: 0 allowed, 3 denied (or open), 1 failure, 2 wrong usage.`,
       }
       const auth =
         values['user'] !== undefined
-          ? await claimsOfUser(config, values['user'])
+          ? await claimsOfUser(config, values['user'], io)
           : values['claims'] !== undefined
             ? claimsFromJson(values['claims'])
             : undefined;

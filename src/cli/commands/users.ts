@@ -102,24 +102,28 @@ x-hasura-user-id of its tokens).
           await passwords.close();
         }
       }
-      return withDatabase(config, async (deps) => {
-        const made = await createUser(deps, {
-          email,
-          passwordHash,
-          defaultRole: values['default-role'],
-          roles: roleList(values['roles'] ?? values['role']),
-          active: flags.has('active'),
-        });
-        io.out(`${made.userId}\n`);
-        io.err(
-          `created ${email} (roles ${made.roles.join(', ')}; default ${made.defaultRole})${
-            flags.has('active')
-              ? ''
-              : `; it waits for activation: gatehouse users enable ${email} lets it sign in`
-          }\n`,
-        );
-        return 0;
-      });
+      return withDatabase(
+        config,
+        async (deps) => {
+          const made = await createUser(deps, {
+            email,
+            passwordHash,
+            defaultRole: values['default-role'],
+            roles: roleList(values['roles'] ?? values['role']),
+            active: flags.has('active'),
+          });
+          io.out(`${made.userId}\n`);
+          io.err(
+            `created ${email} (roles ${made.roles.join(', ')}; default ${made.defaultRole})${
+              flags.has('active')
+                ? ''
+                : `; it waits for activation: gatehouse users enable ${email} lets it sign in`
+            }\n`,
+          );
+          return 0;
+        },
+        io,
+      );
     });
   },
 };
@@ -133,35 +137,39 @@ default role and roles. --json prints an array of objects instead (user_id, acco
 display_name, active, disabled_at, anonymous, mfa, default_role, roles, created_at).`,
   async run(args: string[], io: CliIO) {
     const { flags } = parseOptions(args, { flags: ['json'] });
-    return withDatabase(configOf(io), async ({ db }) => {
-      const accounts = await listAccounts(db);
-      if (flags.has('json')) {
-        const out = accounts.map((a) => ({
-          user_id: a.user_id,
-          account_id: a.id,
-          email: a.email,
-          display_name: a.display_name,
-          active: a.active,
-          disabled_at: a.disabled_at?.toISOString() ?? null,
-          anonymous: a.is_anonymous,
-          mfa: a.mfa_enabled,
-          default_role: a.default_role,
-          roles: a.roles,
-          created_at: a.created_at.toISOString(),
-        }));
-        io.out(`${JSON.stringify(out, null, 2)}\n`);
+    return withDatabase(
+      configOf(io),
+      async ({ db }) => {
+        const accounts = await listAccounts(db);
+        if (flags.has('json')) {
+          const out = accounts.map((a) => ({
+            user_id: a.user_id,
+            account_id: a.id,
+            email: a.email,
+            display_name: a.display_name,
+            active: a.active,
+            disabled_at: a.disabled_at?.toISOString() ?? null,
+            anonymous: a.is_anonymous,
+            mfa: a.mfa_enabled,
+            default_role: a.default_role,
+            roles: a.roles,
+            created_at: a.created_at.toISOString(),
+          }));
+          io.out(`${JSON.stringify(out, null, 2)}\n`);
+          return 0;
+        }
+        for (const a of accounts) {
+          const state = a.disabled_at ? 'disabled' : a.active ? 'active' : 'pending';
+          const who = a.email ?? (a.is_anonymous ? '(anonymous)' : '(no email)');
+          io.out(
+            `${a.user_id}  ${who}  ${state}${a.mfa_enabled ? ' mfa' : ''}  ${a.default_role} [${a.roles.join(',')}]\n`,
+          );
+        }
+        if (accounts.length === 0) io.err('no accounts\n');
         return 0;
-      }
-      for (const a of accounts) {
-        const state = a.disabled_at ? 'disabled' : a.active ? 'active' : 'pending';
-        const who = a.email ?? (a.is_anonymous ? '(anonymous)' : '(no email)');
-        io.out(
-          `${a.user_id}  ${who}  ${state}${a.mfa_enabled ? ' mfa' : ''}  ${a.default_role} [${a.roles.join(',')}]\n`,
-        );
-      }
-      if (accounts.length === 0) io.err('no accounts\n');
-      return 0;
-    });
+      },
+      io,
+    );
   },
 };
 
@@ -178,12 +186,16 @@ up on each request. gatehouse users enable lifts the block.`,
     const ref = oneOperand(operands, 'email or user id of the account');
     parseOptions(options, {});
     return operate(io, () =>
-      withDatabase(configOf(io), async (deps) => {
-        const account = await findAccount(deps.db, ref);
-        const ended = await disableUser(deps, account);
-        io.err(`disabled ${account.email ?? account.user_id}; ${ended} refresh token(s) revoked\n`);
-        return 0;
-      }),
+      withDatabase(
+        configOf(io),
+        async (deps) => {
+          const account = await findAccount(deps.db, ref);
+          const ended = await disableUser(deps, account);
+          io.err(`disabled ${account.email ?? account.user_id}; ${ended} refresh token(s) revoked\n`);
+          return 0;
+        },
+        io,
+      ),
     );
   },
 };
@@ -199,12 +211,16 @@ the operator vouches for the address, as its activation link would have.`,
     const ref = oneOperand(operands, 'email or user id of the account');
     parseOptions(options, {});
     return operate(io, () =>
-      withDatabase(configOf(io), async (deps) => {
-        const account = await findAccount(deps.db, ref);
-        await enableUser(deps, account);
-        io.err(`enabled ${account.email ?? account.user_id}\n`);
-        return 0;
-      }),
+      withDatabase(
+        configOf(io),
+        async (deps) => {
+          const account = await findAccount(deps.db, ref);
+          await enableUser(deps, account);
+          io.err(`enabled ${account.email ?? account.user_id}\n`);
+          return 0;
+        },
+        io,
+      ),
     );
   },
 };
@@ -224,14 +240,18 @@ auth.roles. Tokens already issued keep their claims until the next refresh.`,
     const defaultRole = values['default-role'];
     if (defaultRole === undefined) throw new UsageError('--default-role is required');
     return operate(io, () =>
-      withDatabase(configOf(io), async (deps) => {
-        const account = await findAccount(deps.db, ref);
-        const set = await setUserRoles(deps, account, { defaultRole, roles: roleList(values['roles']) });
-        io.err(
-          `${account.email ?? account.user_id}: default role ${set.defaultRole}, roles ${set.roles.join(', ')} (from the next refresh on)\n`,
-        );
-        return 0;
-      }),
+      withDatabase(
+        configOf(io),
+        async (deps) => {
+          const account = await findAccount(deps.db, ref);
+          const set = await setUserRoles(deps, account, { defaultRole, roles: roleList(values['roles']) });
+          io.err(
+            `${account.email ?? account.user_id}: default role ${set.defaultRole}, roles ${set.roles.join(', ')} (from the next refresh on)\n`,
+          );
+          return 0;
+        },
+        io,
+      ),
     );
   },
 };
@@ -251,13 +271,17 @@ hand it to the account's owner over a channel you trust.`,
     const ref = oneOperand(operands, 'email or user id of the account');
     parseOptions(options, {});
     return operate(io, () =>
-      withDatabase(configOf(io), async (deps) => {
-        const account = await findAccount(deps.db, ref);
-        const { link, expiresAt } = await resetLink(deps, account);
-        io.out(`${link}\n`);
-        io.err(`valid once, until ${expiresAt.toISOString()}\n`);
-        return 0;
-      }),
+      withDatabase(
+        configOf(io),
+        async (deps) => {
+          const account = await findAccount(deps.db, ref);
+          const { link, expiresAt } = await resetLink(deps, account);
+          io.out(`${link}\n`);
+          io.err(`valid once, until ${expiresAt.toISOString()}\n`);
+          return 0;
+        },
+        io,
+      ),
     );
   },
 };
