@@ -82,6 +82,23 @@ describe('deployment files', () => {
     assert.match(read('README.md'), /The image build is not exercised by CI/);
   });
 
+  it('engines, the Dockerfile and CI name the same Node lines: 22 and 24, the image pinned to a 22 release', () => {
+    const pkg = JSON.parse(read('package.json')) as { engines: { node: string } };
+    assert.equal(pkg.engines.node, '^22 || ^24');
+    const dockerfile = read('Dockerfile');
+    const version = /^ARG NODE_VERSION=(\d+)\.(\d+)\.(\d+)$/m.exec(dockerfile);
+    assert.ok(version, 'the Dockerfile pins Node to a full version');
+    assert.equal(version[1], '22');
+    const froms = dockerfile.match(/^FROM .*$/gm) ?? [];
+    assert.deepEqual(
+      froms.filter((f) => !/^FROM node:\$\{NODE_VERSION\}-/.test(f)),
+      [],
+      'every stage runs the pinned Node',
+    );
+    // CI installs the Dockerfile's release from npm and runs the suite on it (and on the machine's Node).
+    assert.match(read('.ci/run'), /sed -n 's\/\^ARG NODE_VERSION=\/\/p' Dockerfile/);
+  });
+
   if (runsHere('docker-compose', 'docker-compose config accepts docker-compose.yml')) {
     it('docker-compose config accepts docker-compose.yml with .env.example filled in, and names an empty secret', () => {
       const dir = tempDir('gatehouse-compose-');
