@@ -56,7 +56,7 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
   const ctx = await createContext(config, { log: opts.log });
   let app: FastifyInstance | undefined;
   try {
-    app = (await buildApp(ctx, { logger: opts.log })) as unknown as FastifyInstance;
+    app = await buildApp(ctx, { logger: opts.log });
     await opts.beforeListen?.(app);
     const drain = trackInFlight(app.server);
     const address = await app.listen({ host: config.HOST, port: config.PORT });
@@ -171,7 +171,7 @@ export function installShutdown(server: RunningServer, opts: ShutdownOptions): (
   };
   for (const s of signals) {
     process.on(s, () => {
-      if (stopping) {
+      if (stopping !== undefined) {
         log.warn({ signal: s }, 'second signal: exiting without waiting for in-flight requests');
         exit(1);
         return;

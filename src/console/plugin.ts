@@ -14,9 +14,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { secretsEqual } from '../auth/secrets.ts';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
+import { secretsEqual } from '../constant-time.ts';
 import { AppError } from '../errors.ts';
 import { ADMIN_SECRET_SUBJECT } from '../http/guesses.ts';
 import { readOutbox } from '../mail/dev-outbox.ts';
@@ -134,7 +134,7 @@ function consoleSettings(config: Config, outbox: boolean) {
 }
 
 /** Registered with the prefix `/console`. */
-export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
+export const consoleRoutes: FastifyPluginAsync<ConsoleOptions> = async (app, opts) => {
   const { config, outboxDir } = opts;
   const assets = loadAssets();
   const mayReadOutbox = outboxReader(config);
@@ -187,4 +187,4 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
       return { messages: readOutbox(outboxDir) };
     });
   }
-}
+};

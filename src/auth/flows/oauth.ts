@@ -14,7 +14,7 @@
  *   nobody proved must not reserve the address, or let its real owner later share the account with
  *   whoever made it). All of it happens in one transaction with the session or the MFA ticket.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { secretsEqual } from '../../constant-time.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
@@ -193,12 +193,6 @@ function stateInvalid(): AppError {
   return new AppError('PROVIDER_STATE_INVALID');
 }
 
-function sameHash(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'hex');
-  const y = Buffer.from(b, 'hex');
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
 /**
  * Uses up the sign-in named by the callback's `state` (or OAuth 1.0a request token) and checks that
  * this browser started it. A forged, unknown, reused, expired or other-browser state is
@@ -214,7 +208,7 @@ async function claimRequest(
   const key = provider.kind === 'oauth1' ? (params.oauth_token ?? params.denied) : params.state;
   if (!key || !binding) throw stateInvalid();
   const request = await consumeProviderRequest(deps.db, key, provider.name, deps.clock.now());
-  if (!request || !sameHash(request.bindingHash, sha256Hex(binding))) throw stateInvalid();
+  if (!request || !secretsEqual(request.bindingHash, sha256Hex(binding))) throw stateInvalid();
   return request;
 }
 
