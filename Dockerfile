@@ -2,8 +2,12 @@
 # Not built by CI (the project's machines have no container engine); `docker-compose config` checks the
 # compose file, and scripts/smoke-dist.ts runs the same `node dist/main.js` the image runs.
 
+# Node 22 LTS, pinned to the release CI runs the suite on (.ci/run installs the same version from npm);
+# package.json's engines name the supported lines (22 and 24).
+ARG NODE_VERSION=22.23.3
+
 # --- build: compile TypeScript, then keep only the production dependencies ---
-FROM node:20-bookworm-slim AS build
+FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -13,7 +17,7 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 # --- runtime: compiled code, production dependencies, no compiler, not root ---
-FROM node:20-bookworm-slim
+FROM node:${NODE_VERSION}-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \

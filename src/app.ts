@@ -5,10 +5,10 @@
 import { randomUUID } from 'node:crypto';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
+  type FastifyPluginAsync,
   type FastifyServerOptions,
   type RouteOptions,
 } from 'fastify';
@@ -40,7 +40,7 @@ export interface BuildOptions {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
-export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
+export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const { config } = ctx;
   const loggerOpts: Pick<FastifyServerOptions, 'logger'> & { loggerInstance?: FastifyBaseLogger } =
     opts.logger === false
@@ -49,7 +49,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
         ? { loggerInstance: opts.logger }
         : { logger: loggerOptions(config.LOG_LEVEL) };
   const headers = securityHeaders(config);
-  const app = Fastify({
+  const app: FastifyInstance = Fastify({
     ...loggerOpts,
     bodyLimit: config.BODY_LIMIT,
     trustProxy: trustProxyOption(config.TRUST_PROXY),
@@ -64,10 +64,10 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     frameworkErrors: frameworkErrors(headers),
     clientErrorHandler: clientErrorHandler(headers),
     forceCloseConnections: false,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+  });
 
   if (opts.onRoute) app.addHook('onRoute', opts.onRoute);
-  warnUntrustedForwarding(app as unknown as FastifyInstance);
+  warnUntrustedForwarding(app);
   app.setValidatorCompiler(validatorCompiler);
   installErrorHandling(app);
   // An empty body labelled JSON is no body, as when the label is absent: clients send
@@ -136,19 +136,17 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
   await app.register(healthRoutes, { db: ctx.db, checks: readiness });
 
   if (config.AUTH_ENABLED) {
-    await app.register(
-      async (auth) => {
-        auth.addHook('onSend', async (_req, reply) => {
-          // A route that declares its answer public (the JWKS) keeps that; everything else is no-store.
-          const declared = reply.getHeader('cache-control');
-          if (reply.statusCode === 200 && typeof declared === 'string' && declared.startsWith('public,'))
-            return;
-          reply.headers(NO_CACHE_HEADERS);
-        });
-        await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
-      },
-      { prefix: '/auth' },
-    );
+    const authGroup: FastifyPluginAsync = async (auth) => {
+      auth.addHook('onSend', async (_req, reply) => {
+        // A route that declares its answer public (the JWKS) keeps that; everything else is no-store.
+        const declared = reply.getHeader('cache-control');
+        if (reply.statusCode === 200 && typeof declared === 'string' && declared.startsWith('public,'))
+          return;
+        reply.headers(NO_CACHE_HEADERS);
+      });
+      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
+    };
+    await app.register(authGroup, { prefix: '/auth' });
   }
   if (ctx.storage) {
     const { objects, rules, images } = ctx.storage;

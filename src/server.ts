@@ -63,7 +63,7 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
   const ctx = await createContext(config, { log: opts.log });
   let app: FastifyInstance | undefined;
   try {
-    app = (await buildApp(ctx, { logger: opts.log })) as unknown as FastifyInstance;
+    app = await buildApp(ctx, { logger: opts.log });
     await opts.beforeListen?.(app);
     const drain = trackInFlight(app.server);
     const address = await app.listen({ host: config.HOST, port: config.PORT });

@@ -3,6 +3,8 @@
  * self-deletion. Route handlers call one function here each; registration and activation are in
  * flows/registration.ts.
  */
+
+import { secretsEqual } from '../constant-time.ts';
 import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -20,7 +22,6 @@ import type { SessionDeps } from './deps.ts';
 import { checkBreached, hashKind, isHashingBusy } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
 import { newestAttemptPasswordHash } from './registration-store.ts';
-import { secretsEqual } from './secrets.ts';
 import { endAllSessions, issueSession, type OwnSignIn, ownFamily, type Session } from './sessions.ts';
 import { issueTicket, retireTickets } from './tickets-store.ts';
 

@@ -27,7 +27,7 @@ import {
   parsePrivate,
 } from './key-material.ts';
 
-export { KeyError, keyFiles, keySettingProblems } from './key-material.ts';
+export { KeyError, keyFiles } from './key-material.ts';
 
 /** A key that verifies access tokens (and is published at /auth/jwks when asymmetric). */
 export interface VerifyingKey {

@@ -135,16 +135,6 @@ export async function deleteAccountSessions(
   return rowCount;
 }
 
-export async function countAccountSessions(db: Queryable, accountId: string, now: Date): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(
-    'CountAccountSessions',
-    `SELECT count(DISTINCT family_id)::int AS n FROM auth.session_tokens
-      WHERE account_id = $1 AND expires_at > $2`,
-    [accountId, now],
-  );
-  return Number(rows[0]?.n ?? 0);
-}
-
 /** Families of an account with a live token created within the second starting at `second`. */
 export async function familiesIssuedAt(
   db: Queryable,

@@ -16,10 +16,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { findMfaAccountByUserId } from '../auth/mfa/mfa-store.ts';
-import { secretsEqual } from '../auth/secrets.ts';
 import type { Config } from '../config.ts';
+import { secretsEqual } from '../constant-time.ts';
 import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { ADMIN_SECRET_SUBJECT } from '../http/guesses.ts';
@@ -156,7 +156,7 @@ function consoleSettings(config: Config, outbox: boolean) {
 }
 
 /** Registered with the prefix `/console`. */
-export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
+export const consoleRoutes: FastifyPluginAsync<ConsoleOptions> = async (app, opts) => {
   const { config, outboxDir, db, rules } = opts;
   const assets = loadAssets();
   const mayReadOutbox = outboxReader(config);
@@ -230,4 +230,4 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
       return { messages: readOutbox(outboxDir) };
     });
   }
-}
+};

@@ -8,7 +8,7 @@
  * through `request.cookieCredential`, which refuses a cross-site request that may change something
  * (403 `CSRF`, see csrf.ts).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
 import type { JwtKeys } from '../auth/keys.ts';
@@ -25,7 +25,7 @@ declare module 'fastify' {
     /** The caller's permission variables, or undefined when anonymous. Throws 401 on a bad credential. */
     identity(): Promise<PermissionVariables | undefined>;
     /**
-     * The signed-in caller. Set by the hook of a signed-in context (`signedInContext`) before the
+     * The signed-in caller. Set by the hook of a signed-in context (`signedInRoutes`) before the
      * handler runs, so every route registered there can read it; reading it elsewhere throws.
      */
     user: PermissionVariables;
@@ -129,7 +129,7 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: Iden
   app.decorateRequest('user', {
     getter(this: FastifyRequest) {
       const who = users.get(this);
-      if (!who) throw new Error('request.user is only set in a signed-in context (signedInContext)');
+      if (!who) throw new Error('request.user is only set in a signed-in context (signedInRoutes)');
       return who;
     },
     setter(this: FastifyRequest, who: PermissionVariables) {
@@ -138,18 +138,25 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: Iden
   });
 });
 
+/** The OpenAPI security of a signed-in route: an access token (header or the cookie that holds one). */
+const SIGNED_IN_SECURITY = [{ bearer: [] }];
+
 /**
  * Makes `scope` (an encapsulated context) a signed-in one: before any of its handlers runs, the caller's
  * credential is verified (401 when absent or invalid; 403 CSRF for a cookie credential from another site,
  * see csrf.ts) and `request.user` set. It runs after the body is validated, so a malformed request is
- * still told what is wrong with it first. Every route registered here must declare the bearer scheme in
- * its OpenAPI `security`, which the forged-credential suite reads to find the routes to attack.
+ * still told what is wrong with it first. Every route registered here gets the bearer scheme as its
+ * OpenAPI `security` (the forged-credential suite reads it to find the routes to attack); a route that
+ * declares its own must include it.
  */
-export function signedInContext(scope: FastifyInstance): void {
+function signedInContext(scope: FastifyInstance): void {
   scope.addHook('onRoute', (route) => {
-    const security = (route.schema as { security?: Record<string, unknown>[] } | undefined)?.security;
-    if (!security?.some((s) => 'bearer' in s)) {
-      throw new Error(`${route.method} ${route.url} is signed-in but its schema declares no bearer security`);
+    const schema = route.schema as { security?: Record<string, unknown>[] } | undefined;
+    if (schema?.security === undefined) {
+      // A new object: the schema may be a module constant shared with another registration.
+      route.schema = { ...route.schema, security: SIGNED_IN_SECURITY };
+    } else if (!schema.security.some((s) => 'bearer' in s)) {
+      throw new Error(`${route.method} ${route.url} is signed-in but its schema's security omits bearer`);
     }
   });
   scope.addHook('preHandler', async (request) => {
@@ -157,4 +164,15 @@ export function signedInContext(scope: FastifyInstance): void {
     if (!who) throw new AppError(request.routeOptions.config.anonymousError ?? 'UNAUTHENTICATED');
     request.user = who;
   });
+}
+
+/**
+ * A plugin for the routes `register` adds: a signed-in context (above), so each of them authenticates
+ * its caller and is documented with the bearer scheme without saying so itself.
+ */
+export function signedInRoutes(register: (scope: FastifyInstance) => Promise<void>): FastifyPluginAsync {
+  return async (scope) => {
+    signedInContext(scope);
+    await register(scope);
+  };
 }

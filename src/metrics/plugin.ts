@@ -11,8 +11,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { secretsEqual } from '../auth/secrets.ts';
 import type { Config } from '../config.ts';
+import { secretsEqual } from '../constant-time.ts';
 import { AppError } from '../errors.ts';
 import { Metrics, type MetricsSources } from './registry.ts';
 

@@ -3,9 +3,10 @@
  * into the store under a size limit, reads, folders, deletes and token rotation. Routes parse and shape;
  * everything that decides lives here.
  */
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
+import { secretsEqual } from '../constant-time.ts';
 import { AppError } from '../errors.ts';
 import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
@@ -75,8 +76,6 @@ export async function store<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest();
-
 /**
  * The admin bypass: only with a non-empty HASURA_GRAPHQL_ADMIN_SECRET, compared in constant time
  * (HBP let everyone through when the secret was unset, contract D3).
@@ -84,7 +83,7 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest();
 export function isAdmin(config: Config, header: string | undefined): boolean {
   const secret = config.HASURA_GRAPHQL_ADMIN_SECRET;
   if (!secret || header === undefined || header === '') return false;
-  return timingSafeEqual(sha256(secret), sha256(header));
+  return secretsEqual(secret, header);
 }
 
 function ruleInput(key: ParsedKey | string, caller: Caller, resource: unknown): RuleInput {

@@ -224,7 +224,7 @@ if (runsHere('postgres', 'PostGraphile 4 verifying Gatehouse tokens with row-lev
         ARGON2_TIME_COST: 1,
       });
       const ctx = await createContext(config, { log: pino({ level: 'silent' }), db: gate.ctx.db });
-      const app = (await buildApp(ctx, { logger: false })) as unknown as FastifyInstance;
+      const app = await buildApp(ctx, { logger: false });
       rotated = { app, ctx, url: await listen(app), dataDir };
 
       const jwks = (await (await fetch(`${rotated.url}/auth/jwks`)).json()) as { keys: Jwk[] };

@@ -62,10 +62,7 @@ export async function buildTestApp(
   let app: FastifyInstance | undefined;
   try {
     ctx = await createContext(config, { log, clock, db: database.db });
-    app = (await buildApp(ctx, {
-      logger: opts.log ?? false,
-      onRoute: opts.onRoute,
-    })) as unknown as FastifyInstance;
+    app = await buildApp(ctx, { logger: opts.log ?? false, onRoute: opts.onRoute });
     await opts.beforeReady?.(app);
     await app.ready();
   } catch (err) {

@@ -66,7 +66,7 @@ async function startInstance(
     ...overrides,
   });
   const ctx = await createContext(config, { log: silent, db });
-  const app = (await buildApp(ctx, { logger: false })) as unknown as FastifyInstance;
+  const app = await buildApp(ctx, { logger: false });
   await app.ready();
   return {
     app,

@@ -17,7 +17,7 @@ async function hashInChunks(data: Buffer, chunk: number): Promise<string> {
   const h = new StreamMd5();
   for (let at = 0; at < data.length; at += chunk) {
     const wait = h.update(data.subarray(at, at + chunk));
-    if (wait) await wait;
+    if (wait !== undefined) await wait;
   }
   return h.digest();
 }
@@ -51,7 +51,7 @@ describe('StreamMd5', () => {
     let waited = 0;
     for (let at = 0; at < data.length; at += BLOCK) {
       const wait = h.update(data.subarray(at, at + BLOCK));
-      if (wait) {
+      if (wait !== undefined) {
         waited++;
         await wait;
       }

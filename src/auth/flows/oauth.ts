@@ -18,7 +18,7 @@
  *   later share the account with whoever made it), and recorded as proven by that provider. All of it
  *   happens in one transaction with the session or the MFA ticket.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { secretsEqual } from '../../constant-time.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
@@ -197,12 +197,6 @@ function stateInvalid(): AppError {
   return new AppError('PROVIDER_STATE_INVALID');
 }
 
-function sameHash(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'hex');
-  const y = Buffer.from(b, 'hex');
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
 /**
  * Uses up the sign-in named by the callback's `state` (or OAuth 1.0a request token), when this browser
  * started it; a state from another browser is refused without being used up. A forged, unknown, reused,
@@ -219,7 +213,7 @@ async function claimRequest(
   if (!key || !binding) throw stateInvalid();
   const request = await consumeProviderRequest(deps.db, key, provider.name, binding, deps.clock.now());
   // The statement matched the binding already; checked again here so that the rule lives in this file.
-  if (!request || !sameHash(request.bindingHash, sha256Hex(binding))) throw stateInvalid();
+  if (!request || !secretsEqual(request.bindingHash, sha256Hex(binding))) throw stateInvalid();
   return request;
 }
 

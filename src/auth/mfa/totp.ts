@@ -2,7 +2,8 @@
  * Time-based one-time passwords (RFC 6238 over RFC 4226 HOTP) and RFC 4648 base32, on node:crypto.
  * Authenticator apps only agree on SHA-1, 6 digits and 30-second steps, so those are the defaults.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
+import { secretsEqual } from '../../constant-time.ts';
 
 export type TotpAlgorithm = 'sha1' | 'sha256' | 'sha512';
 
@@ -90,12 +91,6 @@ export function totp(key: Uint8Array, timeMs: number, params: TotpParams = TOTP_
   return hotp(key, timeStep(timeMs, params.period), params.digits, params.algorithm);
 }
 
-function sameCode(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
 export interface VerifyOptions {
   /** Steps of clock drift accepted each way (RFC 6238 §5.2 recommends at most one). */
   window?: number;
@@ -121,7 +116,7 @@ export function verifyTotp(
   let matched: number | null = null;
   for (let step = now - window; step <= now + window; step++) {
     if (step < 0) continue;
-    const ok = sameCode(hotp(key, step, params.digits, params.algorithm), code);
+    const ok = secretsEqual(hotp(key, step, params.digits, params.algorithm), code);
     const fresh = opts.lastUsedStep == null || step > opts.lastUsedStep;
     if (ok && fresh && matched === null) matched = step;
   }

@@ -8,8 +8,8 @@
  * another sign-in, another issuer, or by someone without the issuer's key does not sign anyone in.
  */
 import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import { secretsEqual } from '../../constant-time.ts';
 import { AppError } from '../../errors.ts';
-import { secretsEqual } from '../secrets.ts';
 import { invalidResponse, jsonObject, type ProviderHttp, providerRequest, unavailable } from './http.ts';
 
 export interface OidcMetadata {

@@ -12,18 +12,6 @@ import { activateWithTicket } from '../flows/registration.ts';
 import { CookieFlag, Session, Ticket } from '../schemas.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
-/** Adds a query parameter to a configured URL, keeping its own query and fragment. */
-export function withParam(target: string, name: string, value: string): string {
-  try {
-    const u = new URL(target);
-    u.searchParams.set(name, value);
-    return u.toString();
-  } catch {
-    // A relative target (HBP allowed any string): append as HBP did.
-    return `${target}${target.includes('?') ? '&' : '?'}${name}=${encodeURIComponent(value)}`;
-  }
-}
-
 export const activateRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
   app.get(
     '/activate',

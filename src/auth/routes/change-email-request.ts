@@ -34,7 +34,6 @@ export const changeEmailRequestRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps
         description:
           "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. An address in use elsewhere gets the same 204: its mailbox is told instead, and no ticket is issued. Confirming ends the account's other sessions and tells the old address.",
         tags: ['auth', 'email'],
-        security: [{ bearer: [] }],
         body: Body,
         response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
       },

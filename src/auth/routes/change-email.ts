@@ -22,7 +22,6 @@ export const changeEmailRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = a
         summary: 'Change the email of the signed-in user (VERIFY_EMAILS=false)',
         description:
           "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. Ends the account's other sessions and tells the old address. An address in use elsewhere gets the same 204 and changes nothing.",
-        security: [{ bearer: [] }],
         body: Type.Object(
           { new_email: Email, password: Type.Optional(ReauthPassword) },
           { additionalProperties: false },

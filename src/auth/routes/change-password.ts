@@ -18,7 +18,6 @@ export const changePasswordRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> 
       schema: {
         tags: ['auth'],
         summary: 'Change the password of the signed-in user (ends their other sessions)',
-        security: [{ bearer: [] }],
         body: Type.Object(
           {
             old_password: Type.Optional(CurrentPassword),

@@ -19,7 +19,6 @@ export const deleteRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
       schema: {
         tags: ['auth'],
         summary: 'Delete the signed-in user’s account',
-        security: [{ bearer: [] }],
         body: Type.Object({ password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
         response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429, 503) },
       },

@@ -4,9 +4,9 @@
  * Public routes are registered here; routes for a signed-in caller in a context of their own, whose hook
  * authenticates the caller (and checks CSRF for cookie credentials) before any of their handlers runs.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { AppError } from '../../errors.ts';
-import { signedInContext } from '../../http/identity.ts';
+import { signedInRoutes } from '../../http/identity.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
@@ -23,10 +23,10 @@ import { registerRoute } from './register.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
-export async function authRoutes(
-  app: FastifyInstance,
-  opts: { deps: AuthDeps; mfaBox: SecretBox | undefined },
-): Promise<void> {
+export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox | undefined }> = async (
+  app,
+  opts,
+) => {
   const { deps } = opts;
   const c = deps.config;
   // Unknown and switched-off /auth paths answer inside this group, so they carry its no-cache headers too.
@@ -40,17 +40,18 @@ export async function authRoutes(
   await app.register(tokenRefreshRoute, { deps });
   await app.register(jwksRoute, { deps });
   // Routes for the signed-in caller only: their context's hook authenticates (http/identity.ts).
-  await app.register(async (signedIn) => {
-    signedInContext(signedIn);
-    await signedIn.register(tokenRevokeRoute, { deps });
-    await signedIn.register(changePasswordRoute, { deps });
-    if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
-    if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
-  });
+  await app.register(
+    signedInRoutes(async (signedIn) => {
+      await signedIn.register(tokenRevokeRoute, { deps });
+      await signedIn.register(changePasswordRoute, { deps });
+      if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
+      if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
+    }),
+  );
   if (c.MFA_ENABLED) {
     if (!opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
     await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });
   }
   await app.register(emailRoutes, { deps });
   await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
-}
+};

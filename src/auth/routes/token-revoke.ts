@@ -16,7 +16,6 @@ export const tokenRevokeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = a
       schema: {
         tags: ['auth'],
         summary: 'End every session of the signed-in user',
-        security: [{ bearer: [] }],
         body: Type.Object({}, { additionalProperties: false }),
         response: { 204: NoContent, ...errorResponses(400, 401, 403, 429) },
       },

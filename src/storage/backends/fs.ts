@@ -301,7 +301,7 @@ export class FsObjectStore implements ObjectStore {
             size += chunk.length;
             if (size - flushed >= EARLY_SYNC && !flushing) flushEarly();
             const wait = md5.update(chunk);
-            if (wait) wait.then(() => cb(null, chunk), cb);
+            if (wait !== undefined) wait.then(() => cb(null, chunk), cb);
             else cb(null, chunk);
           },
         }),

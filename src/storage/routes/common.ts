@@ -23,7 +23,6 @@ export const FileMetadataSchema = Type.Object(
   },
   { additionalProperties: false, description: 'Stored file metadata' },
 );
-export type FileMetadataBody = Static<typeof FileMetadataSchema>;
 
 export const KeyParams = Type.Object(
   { '*': Type.String({ description: 'The file path; a trailing "/" names a folder.' }) },

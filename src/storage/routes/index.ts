@@ -1,7 +1,7 @@
 /**
  * The /storage route group: object data under /o, metadata under /m. Each route lives in its own file.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { keyOf, type StorageRouteDeps } from './common.ts';
 import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
@@ -10,10 +10,7 @@ import { getMetadataRoute } from './get-metadata.ts';
 import { updateMetadataRoute } from './update-metadata.ts';
 import { uploadRoute } from './upload.ts';
 
-export async function storageRoutes(
-  app: FastifyInstance,
-  { deps }: { deps: StorageRouteDeps },
-): Promise<void> {
+export const storageRoutes: FastifyPluginAsync<{ deps: StorageRouteDeps }> = async (app, { deps }) => {
   // A bad key is refused before anything else looks at the request, its body included (a DELETE with a
   // text body would otherwise get 415 instead of the 400 that names the real problem).
   app.addHook('onRequest', async (request) => {
@@ -25,4 +22,4 @@ export async function storageRoutes(
   await app.register(deleteFileRoute, { deps });
   await app.register(deleteMetadataRoute, { deps });
   await app.register(updateMetadataRoute, { deps });
-}
+};

@@ -13,7 +13,6 @@ const schema = {
   description:
     "Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`. Ends the account's other sessions; the caller's own sign-in (named by its `refresh_token` cookie, else by its access token) is kept.",
   tags: ['mfa'],
-  security: [{ bearer: [] }],
   body: Type.Object({ code: Code, password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
   response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
 };

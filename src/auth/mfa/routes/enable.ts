@@ -12,7 +12,6 @@ const schema = {
   summary: 'Enable MFA',
   description: 'Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`.',
   tags: ['mfa'],
-  security: [{ bearer: [] }],
   body: Type.Object({ code: Code, password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
   response: { 204: NoContent, ...errorResponses(400, 401, 403, 429, 503) },
 };

@@ -12,7 +12,6 @@ const schema = {
   description:
     'Creates a pending secret; it becomes the active one only when confirmed with `/auth/mfa/enable`. While MFA is enabled the active secret keeps working. Needs a sign-in within SENSITIVE_ACTION_WINDOW seconds or the current `password`.',
   tags: ['mfa'],
-  security: [{ bearer: [] }],
   body: Type.Object(
     { password: Type.Optional(ReauthPassword) },
     { additionalProperties: false, description: 'Only the optional `password`; the body may be omitted.' },

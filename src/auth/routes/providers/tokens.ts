@@ -30,7 +30,6 @@ export const providerTokensRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }>
       schema: {
         tags: ['auth', 'providers'],
         summary: 'The provider tokens of the signed-in user (stored encrypted)',
-        security: [{ bearer: [] }],
         params: ProviderParam([...deps.registry.providers.keys()]),
         response: { 200: Tokens, ...errorResponses(401, 404, 429, 500) },
       },

@@ -17,7 +17,6 @@ export const providerUnlinkRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }>
       schema: {
         tags: ['auth', 'providers'],
         summary: 'Unlink a provider from the signed-in user’s account',
-        security: [{ bearer: [] }],
         params: ProviderParam([...deps.registry.providers.keys()]),
         body: Type.Object({ password: Type.Optional(ReauthPassword) }, { additionalProperties: false }),
         response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 409, 429, 503) },
