@@ -169,7 +169,11 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
       const level = logLevelOf(err.code);
-      if (level) request.log[level]({ err, cause: err.cause }, err.message);
+      // A fault is logged with its stack and cause; a deliberate answer (a refusal, a 501 the
+      // configuration explains) is one line with its code: no stack, nothing an alert should page on.
+      // (`errorCode`, not `code`: the logger removes `code` values outside errors, as OAuth codes.)
+      if (level === 'error') request.log.error({ err, cause: err.cause }, err.message);
+      else if (level) request.log[level]({ errorCode: err.code, statusCode: err.statusCode }, err.message);
       return send(reply, err.statusCode, err.code, err.message, err.headers);
     }
     const fe = err as FastifyError;
