@@ -108,6 +108,7 @@ describe('one redaction for every line', () => {
     const text = lineOf((log) => {
       log.info('GET /auth/activate?ticket=SECRET1 answered');
       log.error(new Error('fetch https://idp.test/token?client_secret=SECRET2 failed'));
+      log.error({ err: new Error('fetch https://idp.test/cb?code=SECRET4 failed') });
       log.child({ headers: { cookie: 'SECRET3' } }).info('child');
     });
     assert.doesNotMatch(text, /SECRET/);

@@ -289,6 +289,9 @@ function logMethod(this: PinoLogger, args: unknown[], method: (...a: unknown[]) 
     method.apply(this, [{ err: first }, scrubString(first.message), ...args.slice(1)]);
     return;
   }
+  // `log.error({ err })`: pino would take the message from the error, unscrubbed.
+  const inner = typeof first === 'object' && first !== null ? (first as { err?: unknown }).err : undefined;
+  if (inner instanceof Error && args.length === 1) args.push(inner.message);
   const onPurpose =
     typeof first === 'object' &&
     first !== null &&
