@@ -20,7 +20,7 @@ import { AppError } from './errors.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
-import { loggerOptions } from './http/logging.ts';
+import { createLogger } from './http/logging.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
 import { validatorCompiler } from './http/validation.ts';
@@ -47,7 +47,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       ? { logger: false }
       : opts.logger
         ? { loggerInstance: opts.logger }
-        : { logger: loggerOptions(config.LOG_LEVEL) };
+        : { loggerInstance: createLogger(config.LOG_LEVEL) as unknown as FastifyBaseLogger };
   const headers = securityHeaders(config);
   const app: FastifyInstance = Fastify({
     ...loggerOpts,

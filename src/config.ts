@@ -1001,7 +1001,7 @@ const SETTINGS = {
   METRICS_PORT: int(
     OPS,
     0,
-    'Serves `GET /metrics` on this separate port (on `METRICS_HOST`) instead of the main one, for a scraper on a private network; `METRICS_TOKEN`, when set, is required there too. `0`: no separate port.',
+    'Serves `GET /metrics` on this separate port (on `METRICS_HOST`) instead of the main one, for a scraper on a private network; `METRICS_TOKEN`, when set, is required there too (wrong tokens count as guesses). In production it needs `METRICS_TOKEN` unless `METRICS_HOST` is a loopback address (this machine only); otherwise the service refuses to start. `0`: no separate port.',
     { min: 0, max: 65535 },
   ),
   METRICS_HOST: shownAs(
@@ -1311,8 +1311,22 @@ function crossChecks(c: Partial, problems: string[]): void {
     const metricsToken = c.METRICS_TOKEN as string;
     if (metricsToken !== '' && metricsToken.length < MIN_SECRET_LENGTH)
       problems.push(`METRICS_TOKEN must be at least ${MIN_SECRET_LENGTH} characters in production`);
+    // A metrics port without a token answers whoever reaches it: refused, unless it listens on this
+    // machine only (a scraper beside the service). Refusing says so at start; a listener quietly moved
+    // to loopback would look like a working setting to whoever scrapes it over the network.
+    const metricsHost = String(c.METRICS_HOST ?? c.HOST ?? '');
+    if ((c.METRICS_PORT as number) !== 0 && metricsToken === '' && !isLoopbackHost(metricsHost))
+      problems.push(
+        `METRICS_PORT in production needs METRICS_TOKEN (the scraper sends it as a bearer token), or METRICS_HOST=127.0.0.1 to serve the metrics to this machine only (METRICS_HOST is ${metricsHost || 'unset'})`,
+      );
     // JWT_KEY (or CUSTOM_DIR/keys/private.pem) is checked by keySettingProblems, with the key itself.
   }
+}
+
+/** Whether a listener on `host` is reachable from this machine only (a loopback address or name). */
+function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
 }
 
 /** OAuth and OpenID Connect providers (issue 19): an enabled provider needs its credentials. */

@@ -10,10 +10,12 @@ interface ErrorSpec {
   status: number;
   message: string;
   /**
-   * `warn`: a 5xx that is a deliberate refusal, not a fault; `debug`: a fault logged once per outage by
-   * the part that sees it begin and end, not once per request (see logLevelOf).
+   * `warn`: a 5xx that is a deliberate refusal, not a fault; `info`: an answer the configuration
+   * explains (HBP's 501 on /auth/jwks with a shared key), nothing for an operator to act on; `debug`: a
+   * fault logged once per outage by the part that sees it begin and end, not once per request (see
+   * logLevelOf). Only `error` lines carry the error's stack.
    */
-  logLevel?: 'warn' | 'debug';
+  logLevel?: 'warn' | 'info' | 'debug';
   /** Seconds for the `Retry-After` header of a 503 whose cause is expected to pass. */
   retryAfter?: number;
 }
@@ -97,7 +99,7 @@ export const ERRORS = {
     message: '"user_data" holds a value its column cannot store (wrong type, or refused by a constraint).',
   },
   REDIRECT_NOT_CONFIGURED: { status: 500, message: 'REDIRECT_URL_SUCCESS is not configured.' },
-  JWKS_NOT_AVAILABLE: { status: 501, message: 'JWKS is not implemented on this server.' },
+  JWKS_NOT_AVAILABLE: { status: 501, message: 'JWKS is not implemented on this server.', logLevel: 'info' },
   MFA_ALREADY_ENABLED: { status: 400, message: 'MFA is already enabled.' },
   MFA_ALREADY_DISABLED: { status: 400, message: 'MFA is already disabled.' },
   MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
@@ -182,7 +184,7 @@ export type ErrorCode = keyof typeof ERRORS;
  * woken up — or `debug` — an outage of a dependency, logged once when it begins and once when it ends
  * by the part that watches it; below 500, not at all (the client's mistake).
  */
-export function logLevelOf(code: ErrorCode): 'error' | 'warn' | 'debug' | undefined {
+export function logLevelOf(code: ErrorCode): 'error' | 'warn' | 'info' | 'debug' | undefined {
   const spec: ErrorSpec = ERRORS[code];
   if (spec.status < 500) return undefined;
   return spec.logLevel ?? 'error';

@@ -5,7 +5,8 @@
  * `api/settings` (which features are on, and the setting that turns each on), `api/session` (whether
  * the browser holds a refresh cookie, so that a signed-out load asks nothing that answers 401),
  * `api/me` (the signed-in person's two-factor state and the folders the storage rules let them write)
- * and, when the mailer writes the development outbox, `api/outbox` (its messages, tickets included).
+ * and, when the mailer writes the development outbox, `api/outbox` (its messages, tickets included), read
+ * only by this machine, not through a proxy, or with the admin secret (isLocalRequest).
  *
  * When it is served (CONSOLE_ENABLED): outside production by default. In production only when turned on,
  * and then only to whoever gives the admin secret, by HTTP Basic (any user name, the secret as password;
@@ -121,20 +122,53 @@ function isLoopback(address: string | undefined): boolean {
   return a === '::1' || (isIP(a) === 4 && a.startsWith('127.'));
 }
 
+/** Host names that only ever mean this machine (RFC 6761 reserves `localhost` and its subdomains). */
+function isLoopbackName(name: string): boolean {
+  return (
+    name === 'localhost' ||
+    name.endsWith('.localhost') ||
+    name === '[::1]' ||
+    (isIP(name) === 4 && name.startsWith('127.'))
+  );
+}
+
 /**
- * The outbox holds every account's tickets, so it is read only by this machine: the connecting peer
- * must be a loopback address (whatever X-Forwarded-For says), and the Host must be SERVER_URL's or a
- * loopback name, so that a site whose name is made to resolve to 127.0.0.1 (DNS rebinding) cannot read
- * it from the developer's browser as its own origin.
+ * Headers a proxy adds to say whom it forwards for. A request carrying any of them came through a proxy
+ * (ngrok, nginx, a tunnel, a load balancer), even when that proxy runs on this machine.
  */
-function outboxReader(config: Config): (request: FastifyRequest) => boolean {
-  const hosts = new Set(['localhost', '127.0.0.1', '[::1]']);
-  try {
-    hosts.add(new URL(config.SERVER_URL).hostname.toLowerCase());
-  } catch {
-    // SERVER_URL is not a URL: the loopback names only.
-  }
-  return (request) => isLoopback(request.socket.remoteAddress) && hosts.has(hostName(request.headers.host));
+const FORWARDING_HEADERS = [
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-forwarded-port',
+  'x-forwarded-server',
+  'x-forwarded',
+  'forwarded-for',
+  'x-real-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'x-original-forwarded-for',
+  'x-original-host',
+  'via',
+];
+
+/**
+ * The outbox holds every account's tickets, so it is read by this machine only. A loopback peer is not
+ * enough: a reverse proxy or tunnel on this machine (ngrok, nginx) connects from 127.0.0.1 on behalf of
+ * the whole internet, and SERVER_URL often names that tunnel. So the request must also name this machine
+ * in its Host (a loopback name, never SERVER_URL's public name: that also keeps out a site whose name is
+ * made to resolve to 127.0.0.1, DNS rebinding) and carry no forwarding header. A proxy that rewrites Host
+ * to a loopback name and adds no forwarding header cannot be told from a local client: docs/security.md
+ * says so. Otherwise, the admin secret (x-admin-secret) opens it, a wrong one counting as a guess.
+ */
+function isLocalRequest(request: FastifyRequest): boolean {
+  if (!isLoopback(request.socket.remoteAddress)) return false;
+  if (!isLoopbackName(hostName(request.headers.host))) return false;
+  return !FORWARDING_HEADERS.some((h) => request.headers[h] !== undefined);
 }
 
 /** What the console needs to know about the settings to show only what works. */
@@ -159,7 +193,14 @@ function consoleSettings(config: Config, outbox: boolean) {
 export const consoleRoutes: FastifyPluginAsync<ConsoleOptions> = async (app, opts) => {
   const { config, outboxDir, db, rules } = opts;
   const assets = loadAssets();
-  const mayReadOutbox = outboxReader(config);
+  const mayReadOutbox = async (request: FastifyRequest): Promise<boolean> => {
+    if (isLocalRequest(request)) return true;
+    const given = request.headers['x-admin-secret'];
+    if (typeof given !== 'string' || !config.HASURA_GRAPHQL_ADMIN_SECRET) return false;
+    return app.guesses.guard(ADMIN_SECRET_SUBJECT, request.ip, () =>
+      secretsEqual(given, config.HASURA_GRAPHQL_ADMIN_SECRET),
+    );
+  };
 
   if (config.isProduction) {
     // config.ts refuses CONSOLE_ENABLED in production without an admin secret.
@@ -221,10 +262,10 @@ export const consoleRoutes: FastifyPluginAsync<ConsoleOptions> = async (app, opt
 
   if (outboxDir !== undefined && !config.isProduction) {
     app.get('/api/outbox', hidden, async (request, reply) => {
-      if (!mayReadOutbox(request))
+      if (!(await mayReadOutbox(request)))
         throw new AppError(
           'FORBIDDEN',
-          'The development outbox is served only to this machine, at SERVER_URL or a loopback address.',
+          'The development outbox is served only to this machine (a loopback address and Host, no proxy in between), or with the admin secret in x-admin-secret.',
         );
       reply.header('cache-control', 'no-store');
       return { messages: readOutbox(outboxDir) };

@@ -82,16 +82,52 @@ function clientErrorAnswer(errCode: string | undefined): { code: ErrorCode; mess
   return { code: 'BAD_REQUEST', message: 'The request is not valid HTTP.' };
 }
 
+/** How long, and how many more bytes, an answered connection is drained before it is destroyed. */
+export const LINGER_MS = 2000;
+export const LINGER_BYTES = 1024 * 1024;
+
+/** Connections answered and draining: Node's parser reports its error again for every further chunk. */
+const lingering = new WeakSet<Duplex>();
+
+/**
+ * A lingering close (as nginx and Apache do): the answer is followed by our FIN, and what the client is
+ * still sending (the rest of an oversized request) is read and discarded until it stops, LINGER_MS pass or
+ * LINGER_BYTES more arrive. Destroying the socket with unread bytes would make the kernel send a reset,
+ * and a client that is still writing then loses the answer it has not read yet.
+ */
+function lingerAndClose(socket: Duplex): void {
+  lingering.add(socket);
+  let received = 0;
+  const close = () => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(close, LINGER_MS);
+  timer.unref();
+  // Node's own listeners (the parser) may consume the data first; these see what reaches the stream.
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.length;
+    if (received > LINGER_BYTES) close();
+  });
+  socket.once('end', close);
+  socket.once('close', () => clearTimeout(timer));
+  socket.on('error', () => {});
+  socket.end();
+  socket.resume();
+}
+
 /**
  * Fastify's `clientErrorHandler` option: a request Node's HTTP parser refused (a malformed request line
  * or header, headers over the size limit, a request that did not arrive within the timeouts). There is no
  * request or reply, so the answer is written to the socket by hand: the error body, the security headers
- * and a fresh x-request-id, then the connection is closed. The guards are Node's and Fastify's own.
+ * and a fresh x-request-id, then the connection is closed with a lingering close (lingerAndClose). The
+ * guards are Node's and Fastify's own.
  */
 export function clientErrorHandler(securityHeaders: SecurityHeaders) {
   return function onClientError(this: FastifyInstance, err: Error & { code?: string }, socket: Duplex): void {
-    // A reset connection is already gone, and a destroyed one has nobody to answer.
-    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    // A reset connection is already gone, and a destroyed one has nobody to answer; one already answered
+    // is draining, and the parser reports its error again for each chunk it is handed.
+    if (err.code === 'ECONNRESET' || socket.destroyed || lingering.has(socket)) return;
     const { code, message } = clientErrorAnswer(err.code);
     const status = ERRORS[code].status;
     const requestId = randomUUID();
@@ -112,6 +148,8 @@ export function clientErrorHandler(securityHeaders: SecurityHeaders) {
         `content-length: ${Buffer.byteLength(body)}\r\n` +
         'Connection: close\r\n\r\n';
       socket.write(isHead ? head : head + body);
+      lingerAndClose(socket);
+      return;
     }
     socket.destroy(err);
   };
@@ -131,7 +169,11 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
       const level = logLevelOf(err.code);
-      if (level) request.log[level]({ err, cause: err.cause }, err.message);
+      // A fault is logged with its stack and cause; a deliberate answer (a refusal, a 501 the
+      // configuration explains) is one line with its code: no stack, nothing an alert should page on.
+      // (`errorCode`, not `code`: the logger removes `code` values outside errors, as OAuth codes.)
+      if (level === 'error') request.log.error({ err, cause: err.cause }, err.message);
+      else if (level) request.log[level]({ errorCode: err.code, statusCode: err.statusCode }, err.message);
       return send(reply, err.statusCode, err.code, err.message, err.headers);
     }
     const fe = err as FastifyError;

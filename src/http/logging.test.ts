@@ -1,7 +1,14 @@
 /** The redaction pieces of the logger on their own; test/foundation/log-secrets.test.ts drives the flows. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { errorSerializer, redactText, redactUrl } from './logging.ts';
+import {
+  createLogger,
+  errorSerializer,
+  redactLogObject,
+  redactText,
+  redactUrl,
+  SHOWN_ON_PURPOSE,
+} from './logging.ts';
 
 describe('redactUrl', () => {
   it('replaces the values of secret-bearing parameters and keeps the rest as sent', () => {
@@ -57,5 +64,85 @@ describe('errors in logs', () => {
       redactText('see ?ticket=abc and password=hunter2 now'),
       'see ?ticket=[redacted] and password=[redacted] now',
     );
+  });
+});
+
+describe('one redaction for every line', () => {
+  const lineOf = (write: (log: ReturnType<typeof createLogger>) => void) => {
+    const out: string[] = [];
+    const log = createLogger('trace', { write: (s: string) => out.push(s) });
+    write(log);
+    return out.join('');
+  };
+
+  it('removes credential headers and secret fields at any depth, in any object', () => {
+    const text = lineOf((log) =>
+      log.trace(
+        {
+          busboyOptions: {
+            headers: {
+              authorization: 'Bearer SECRET1',
+              cookie: 'refresh_token=SECRET2',
+              'X-Hasura-Admin-Secret': 'SECRET3',
+              referer: 'https://app.test/reset?ticket=SECRET4&lang=en',
+              'content-type': 'multipart/form-data',
+            },
+          },
+          deep: { a: { b: { c: { query: { refresh_token: 'SECRET5', password: 'SECRET6' } } } } },
+          list: [{ 'set-cookie': ['a=SECRET7'] }],
+          rawHeaders: ['Host', 'x', 'Authorization', 'Bearer SECRET8'],
+          head: 'HTTP/1.1 200 OK\r\nSet-Cookie: refresh_token=SECRET9\r\n\r\n',
+          url: new URL('https://idp.test/cb?code=SECRET10&x=1'),
+        },
+        'Providing options to busboy',
+      ),
+    );
+    assert.doesNotMatch(text, /SECRET/);
+    const line = JSON.parse(text);
+    assert.equal(line.busboyOptions.headers['content-type'], 'multipart/form-data', 'the rest is kept');
+    assert.equal(line.busboyOptions.headers.referer, 'https://app.test/reset?ticket=[redacted]&lang=en');
+    assert.equal(line.rawHeaders[1], 'x');
+  });
+
+  it('scrubs the message, an error logged alone, and the bindings of a child logger', () => {
+    const text = lineOf((log) => {
+      log.info('GET /auth/activate?ticket=SECRET1 answered');
+      log.error(new Error('fetch https://idp.test/token?client_secret=SECRET2 failed'));
+      log.error({ err: new Error('fetch https://idp.test/cb?code=SECRET4 failed') });
+      log.child({ headers: { cookie: 'SECRET3' } }).info('child');
+    });
+    assert.doesNotMatch(text, /SECRET/);
+    assert.match(text, /ticket=\[redacted\] answered/);
+  });
+
+  it("keeps an error's code, and survives cycles and very deep values", () => {
+    const cyclic: Record<string, unknown> = { name: 'loop' };
+    cyclic['self'] = cyclic;
+    let deep: Record<string, unknown> = { token: 'SECRET1' };
+    for (let i = 0; i < 30; i++) deep = { next: deep };
+    const text = lineOf((log) =>
+      log.warn({ err: Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }), cyclic, deep }, 'x'),
+    );
+    assert.doesNotMatch(text, /SECRET/);
+    const line = JSON.parse(text);
+    assert.equal(line.err.code, 'ECONNREFUSED');
+    assert.equal(line.cyclic.self, '[circular]');
+  });
+
+  it('returns the same object when nothing is secret (no copy on the hot path)', () => {
+    const obj = { responseTime: 1.5, nested: { status: 200, path: '/health' }, list: ['a', 'b'] };
+    assert.equal(redactLogObject(obj), obj);
+  });
+
+  it('keeps the free text of a line marked as shown on purpose (the development outbox), not its secret fields', () => {
+    const text = lineOf((log) =>
+      log.info(
+        { [SHOWN_ON_PURPOSE]: true, link: 'http://x/auth/activate?ticket=T1', password: 'SECRET1' },
+        'its link: http://x/auth/activate?ticket=T1',
+      ),
+    );
+    assert.doesNotMatch(text, /SECRET/);
+    assert.equal(JSON.parse(text).link, 'http://x/auth/activate?ticket=T1');
+    assert.match(JSON.parse(text).msg, /ticket=T1/);
   });
 });

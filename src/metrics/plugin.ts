@@ -4,7 +4,9 @@
  * - METRICS_TOKEN alone: served on the main port to `Authorization: Bearer <METRICS_TOKEN>` only
  *   (compared in constant time; wrong tokens count against the guess limits like a wrong admin secret);
  * - METRICS_PORT: served on that port only (METRICS_HOST), for a scraper on a private network, still
- *   asking for the token when one is set; the main port then has no /metrics at all.
+ *   asking for the token when one is set (wrong tokens count as guesses there too); the main port then
+ *   has no /metrics at all. In production without a token, config.ts refuses any METRICS_HOST but a
+ *   loopback one.
  * The metrics name no user, address, path or credential: routes are labelled by their pattern.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -79,7 +81,7 @@ export const metricsPlugin = fp(
       return;
     }
 
-    const server = separateListener(metrics, config.METRICS_TOKEN, app.log);
+    const server = separateListener(metrics, config.METRICS_TOKEN, app);
     app.addHook('onReady', async () => {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
@@ -89,7 +91,13 @@ export const metricsPlugin = fp(
         });
       });
       const where = server.address() as AddressInfo;
-      app.log.info({ metrics: `${where.address}:${where.port}` }, 'metrics served on their own port');
+      const guarded = config.METRICS_TOKEN !== '';
+      app.log.info(
+        { metrics: `${where.address}:${where.port}`, token: guarded },
+        guarded
+          ? 'metrics served on their own port, to the holder of METRICS_TOKEN'
+          : `metrics served on their own port without a token, to whoever reaches ${where.address}`,
+      );
     });
     app.addHook('onClose', async () => {
       metrics.close();
@@ -100,7 +108,8 @@ export const metricsPlugin = fp(
 );
 
 /** The METRICS_PORT server: `GET /metrics` and nothing else. */
-function separateListener(metrics: Metrics, token: string, log: FastifyInstance['log']): Server {
+function separateListener(metrics: Metrics, token: string, app: FastifyInstance): Server {
+  const log = app.log;
   const send = (res: ServerResponse, status: number, type: string, body: string, extra = {}) => {
     res.writeHead(status, {
       'content-type': type,
@@ -114,17 +123,32 @@ function separateListener(metrics: Metrics, token: string, log: FastifyInstance[
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD'))
       return send(res, 404, 'text/plain; charset=utf-8', 'Not Found\n');
-    if (!tokenMatches(token, req.headers.authorization))
-      return send(res, 401, 'text/plain; charset=utf-8', 'GET /metrics needs the metrics token\n', {
-        'www-authenticate': 'Bearer realm="metrics"',
-      });
-    metrics.text().then(
-      (text) => send(res, 200, metrics.contentType, req.method === 'HEAD' ? '' : text),
-      (err: unknown) => {
-        log.error({ err }, 'metrics could not be collected');
-        send(res, 500, 'text/plain; charset=utf-8', 'metrics could not be collected\n');
-      },
-    );
+    // A wrong token is a guess at it, from the connecting address (no proxy is believed on this port).
+    app.guesses
+      .guard(METRICS_TOKEN_SUBJECT, req.socket.remoteAddress ?? '', () =>
+        tokenMatches(token, req.headers.authorization),
+      )
+      .then(
+        async (ok) => {
+          if (!ok)
+            return send(res, 401, 'text/plain; charset=utf-8', 'GET /metrics needs the metrics token\n', {
+              'www-authenticate': 'Bearer realm="metrics"',
+            });
+          const text = await metrics.text().catch((err: unknown) => {
+            log.error({ err }, 'metrics could not be collected');
+            return undefined;
+          });
+          if (text === undefined)
+            return send(res, 500, 'text/plain; charset=utf-8', 'metrics could not be collected\n');
+          send(res, 200, metrics.contentType, req.method === 'HEAD' ? '' : text);
+        },
+        (err: unknown) => {
+          if (err instanceof AppError && err.statusCode === 429)
+            return send(res, 429, 'text/plain; charset=utf-8', `${err.message}\n`, err.headers);
+          log.error({ err }, 'the metrics token could not be checked');
+          send(res, 500, 'text/plain; charset=utf-8', 'the metrics token could not be checked\n');
+        },
+      );
   });
   // Scrapers keep connections open; they must not hold a shutdown.
   server.keepAliveTimeout = 5_000;

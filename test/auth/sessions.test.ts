@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
+import { captureLog } from '../helpers/log.ts';
 import { bearer, count, HS, HS_KEY, login, newEmail, setCookies, signUp } from './helpers.ts';
 
 const refresh = (t: TestApp, token: string) =>
@@ -12,12 +13,17 @@ const refresh = (t: TestApp, token: string) =>
 for (const kind of dbKinds()) {
   describe(`access tokens [${kind}]`, () => {
     let t: TestApp;
+    const capture = captureLog('debug');
     before(async () => {
-      t = await buildTestApp(kind, {
-        ...HS,
-        JWT_CUSTOM_FIELDS: ['display_name', 'avatar_url'],
-        RATE_LIMIT_ENABLED: false,
-      });
+      t = await buildTestApp(
+        kind,
+        {
+          ...HS,
+          JWT_CUSTOM_FIELDS: ['display_name', 'avatar_url'],
+          RATE_LIMIT_ENABLED: false,
+        },
+        { log: capture.log },
+      );
     });
     after(() => t.close());
 
@@ -61,6 +67,25 @@ for (const kind of dbKinds()) {
       const res = await t.app.inject({ method: 'GET', url: '/auth/jwks' });
       assert.equal(res.statusCode, 501);
       assert.equal(res.json().message, 'JWKS is not implemented on this server.');
+    });
+
+    // The fuzzer counted every such answer as a server failure, as an operator's alerting would.
+    it('logs the 501 of GET /auth/jwks (explained by the HS key) at info, without a stack, never as an error', async () => {
+      const earlier = capture.matching(/JWKS is not implemented/).length;
+      for (let i = 0; i < 3; i++)
+        assert.equal((await t.app.inject({ method: 'GET', url: '/auth/jwks' })).statusCode, 501);
+      const lines = capture.matching(/JWKS is not implemented/);
+      assert.equal(lines.length, earlier + 3);
+      for (const line of lines) {
+        assert.equal(line['level'], 30, 'info');
+        assert.equal(line['errorCode'], 'JWKS_NOT_AVAILABLE');
+        assert.doesNotMatch(JSON.stringify(line), /"stack"|at .*\.ts:\d+/);
+      }
+      assert.deepEqual(
+        capture.lines.filter((l) => (l['level'] as number) >= 50),
+        [],
+        'no error-level line',
+      );
     });
   });
 

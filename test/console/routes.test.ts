@@ -1,11 +1,13 @@
 /**
  * The console's routes without a browser: when it is served (on outside production, off in production
  * unless turned on, and then only for the admin secret), its Content-Security-Policy, the development
- * outbox (this machine only, never in production), emailed links landing on the console when no
+ * outbox (this machine only, not through a proxy on it, never in production), emailed links landing on the console when no
  * REDIRECT_URL_* names an app, what is switched on, and the reads the pages make of the signed-in person
  * (two-factor state, where the storage rules let them write). The browser walk-through is console.test.ts.
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { configFrom } from '../../src/config.ts';
 import { CONSOLE_CSP } from '../../src/console/plugin.ts';
@@ -363,6 +365,98 @@ for (const kind of dbKinds()) {
     });
   });
 }
+
+/** A GET to the listening app from 127.0.0.1, with the Host and headers a local proxy would send. */
+function getFromLoopback(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('the development outbox behind a tunnel or reverse proxy on this machine', () => {
+  let t: TestApp;
+  let port: number;
+  const tunnel = 'abc.ngrok.app';
+  before(async () => {
+    // The developer points SERVER_URL at the tunnel so that emailed links work from a phone.
+    t = await buildTestApp('pglite', {
+      SERVER_URL: `https://${tunnel}`,
+      AUTO_ACTIVATE_NEW_USERS: false,
+      HASURA_GRAPHQL_ADMIN_SECRET: ADMIN_SECRET,
+    });
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.server.address() as AddressInfo).port;
+    const reg = await t.app.inject({
+      method: 'POST',
+      url: '/auth/register',
+      payload: { email: 'tunnelled@example.com', password: 'pw-123456-long' },
+    });
+    assert.equal(reg.statusCode, 200, reg.body);
+    await t.ctx.tasks.idle();
+  });
+  after(() => t.close());
+
+  it('an internet client reaching the service through ngrok cannot read the tickets in the outbox', async () => {
+    const through: Record<string, string>[] = [
+      // ngrok's default: the public Host, with the forwarding headers.
+      { host: tunnel, 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https' },
+      // The public Host alone (a proxy that adds no forwarding header).
+      { host: tunnel },
+      // ngrok --host-header=rewrite, or nginx with proxy_set_header X-Forwarded-For.
+      { host: `localhost:${port}`, 'x-forwarded-for': '203.0.113.7' },
+      { host: `127.0.0.1:${port}`, 'x-real-ip': '203.0.113.7' },
+      { host: `localhost:${port}`, forwarded: 'for=203.0.113.7;proto=https' },
+      { host: `localhost:${port}`, via: '1.1 nginx' },
+    ];
+    for (const headers of through) {
+      const res = await getFromLoopback(port, '/console/api/outbox', headers);
+      assert.equal(res.status, 403, JSON.stringify(headers));
+      assert.equal(JSON.parse(res.body).code, 'FORBIDDEN');
+      assert.doesNotMatch(res.body, /ticket=/);
+    }
+  });
+
+  it('serves the outbox to a browser on this machine (a loopback Host, no proxy in between)', async () => {
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `app.localhost:${port}`]) {
+      const res = await getFromLoopback(port, '/console/api/outbox', { host });
+      assert.equal(res.status, 200, host);
+      assert.match(res.body, /tunnelled@example\.com/);
+    }
+  });
+
+  it('serves it through the tunnel with the admin secret; wrong secrets count as guesses', async () => {
+    const proxied = { host: tunnel, 'x-forwarded-for': '203.0.113.7' };
+    const ok = await getFromLoopback(port, '/console/api/outbox', {
+      ...proxied,
+      'x-admin-secret': ADMIN_SECRET,
+    });
+    assert.equal(ok.status, 200);
+    assert.match(ok.body, /tunnelled@example\.com/);
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const wrong = await getFromLoopback(port, '/console/api/outbox', {
+        ...proxied,
+        'x-admin-secret': `wrong-guess-${i}`,
+      });
+      assert.doesNotMatch(wrong.body, /ticket=/);
+      statuses.push(wrong.status);
+    }
+    assert.equal(statuses[0], 403);
+    assert.equal(statuses.at(-1), 429, `the guesses were limited: ${statuses.join(' ')}`);
+  });
+});
 
 describe('emailed links without the console', () => {
   let t: TestApp;

@@ -5,6 +5,7 @@
  * HTTP parser and refuses to run once the app closes.
  */
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -227,10 +228,11 @@ describe('clientErrorHandler on its own', () => {
   const headers = [['X-Test', 'yes']] as const;
   const instance = { log: { debug() {} } } as unknown as FastifyInstance;
 
-  /** A socket stand-in that records what is written and whether it was destroyed. */
+  /** A socket stand-in that records what is written, whether it was ended and whether destroyed. */
   function fakeSocket(writable = true) {
-    const s = {
+    const s = Object.assign(new EventEmitter(), {
       written: '',
+      ended: false,
       destroyed: false,
       destroyedWith: undefined as unknown,
       writable,
@@ -238,17 +240,21 @@ describe('clientErrorHandler on its own', () => {
         s.written += chunk;
         return true;
       },
+      end() {
+        s.ended = true;
+      },
+      resume() {},
       destroy(err?: unknown) {
         s.destroyed = true;
         s.destroyedWith = err;
       },
-    };
+    });
     return s;
   }
   const run = (err: Error & { code?: string }, socket: ReturnType<typeof fakeSocket>) =>
     clientErrorHandler(headers).call(instance, err, socket as never);
 
-  it('answers a request timeout with 408 REQUEST_TIMEOUT and closes the socket', () => {
+  it('answers a request timeout with 408 REQUEST_TIMEOUT and closes the socket once the client is done', () => {
     const socket = fakeSocket();
     const err = Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' });
     run(err, socket);
@@ -257,8 +263,12 @@ describe('clientErrorHandler on its own', () => {
     assert.equal(res.status, 408);
     assert.equal(JSON.parse(res.body).code, 'REQUEST_TIMEOUT');
     assert.ok(res.lines.includes('X-Test: yes'));
+    // A lingering close: our side ends at once, the socket is destroyed once the client's side ends.
+    assert.equal(socket.ended, true);
+    assert.equal(socket.destroyed, false);
+    socket.emit('end');
     assert.equal(socket.destroyed, true);
-    assert.equal(socket.destroyedWith, err);
+    socket.emit('close');
   });
 
   it('writes nothing to a reset or unwritable socket', () => {

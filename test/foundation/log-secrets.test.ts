@@ -2,7 +2,8 @@
  * No secret reaches a log line, at any level. Every flow that carries one runs against the real app
  * (real SMTP in the process, both databases) with the service's own logger capturing at `trace`:
  * registration, activation, password login (body and cookie), refresh by query and by cookie, logout,
- * magic link, password change and reset, email change, MFA enrolment and sign-in, a file token download,
+ * magic link, password change and reset, email change, MFA enrolment and sign-in, multipart uploads
+ * (whose parser logs the request's headers at trace) by bearer token and by cookie, a file token download,
  * the admin secret (right and wrong), wrong credentials, and an unhandled error whose object carries the
  * request's headers and body the way HTTP client libraries' errors do. Then the captured output is
  * searched for every secret value the test saw: passwords, access and refresh tokens, cookies, tickets,
@@ -14,6 +15,7 @@ import { bearer, HS, setCookies } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { type CapturedLog, captureLog } from '../helpers/log.ts';
+import { multipartBody } from '../helpers/multipart.ts';
 import { findLink, startSmtp, type TestSmtp } from '../helpers/smtp.ts';
 import { authenticatorCode } from '../mfa/helpers.ts';
 
@@ -125,6 +127,30 @@ for (const kind of dbKinds()) {
       for (const [name, c] of Object.entries(cookies)) keep(`cookie ${name}`, c.value);
       const refreshCookie = Object.entries(cookies).find(([name]) => /refresh/.test(name));
       assert.ok(refreshCookie, 'a refresh cookie');
+
+      // Multipart uploads, one signed in by a bearer token (with a cookie beside it) and one by the
+      // cookies alone: at trace level @fastify/multipart logs its busboy options, which hold the
+      // request's headers.
+      const userId = reg.json().user.id as string;
+      const cookieHeader = Object.entries(cookies)
+        .map(([name, c]) => `${name}=${c.value}`)
+        .join('; ');
+      for (const [name, headers] of [
+        ['by-bearer', { ...bearer(jwt), cookie: `${refreshCookie[0]}=${refreshCookie[1].value}` }],
+        ['by-cookie', { cookie: cookieHeader, origin: 'http://gatehouse.test' }],
+      ] as const) {
+        const form = multipartBody([
+          { name: 'file', filename: `${name}.txt`, type: 'text/plain', data: name },
+        ]);
+        const upload = await inject({
+          method: 'POST',
+          url: `/storage/o/user/${userId}/${name}.txt`,
+          headers: { ...form.headers, ...headers },
+          payload: form.payload,
+        });
+        assert.equal(upload.statusCode, 200, `${name}: ${upload.body}`);
+      }
+      assert.equal(capture.matching(/Providing options to busboy/).length, 2, 'the plugin logged both');
 
       // Refresh by query, by cookie, and with a forged token in the query.
       const byQuery = await inject({ method: 'GET', url: `/auth/token/refresh?refresh_token=${refresh}` });
@@ -251,7 +277,6 @@ for (const kind of dbKinds()) {
       keep('refresh token (MFA)', totp.json().refresh_token);
 
       // A file, downloaded anonymously with its token; the admin secret, right and wrong.
-      const userId = reg.json().user.id as string;
       const up = await inject({
         method: 'POST',
         url: `/storage/o/user/${userId}/notes.txt`,

@@ -167,6 +167,54 @@ describe('/metrics access', () => {
     await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`));
   });
 
+  it('an attacker guessing the token on METRICS_PORT is limited per address like at the admin secret (429)', async () => {
+    const port = await freePort();
+    const t = await buildTestApp('pglite', {
+      METRICS_PORT: port,
+      METRICS_HOST: '127.0.0.1',
+      METRICS_TOKEN: TOKEN,
+      RATE_LIMIT_IP_FAILURES_MAX: 3,
+    });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const res = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: bearer(`guess-${i}`) });
+        statuses.push(res.status);
+        await res.text();
+      }
+      assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
+      const right = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: bearer(TOKEN) });
+      assert.equal(right.status, 429);
+      assert.ok(Number(right.headers.get('retry-after')) >= 1);
+      await right.text();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses to start in production with METRICS_PORT and no METRICS_TOKEN, unless METRICS_HOST is loopback', async () => {
+    const { configFrom } = await import('../../src/config.ts');
+    const production = {
+      NODE_ENV: 'production',
+      DATABASE_URL: 'postgres://x/y',
+      JWT_ALGORITHM: 'HS256',
+      JWT_KEY: 'k'.repeat(64),
+      COOKIE_SECRET: 'c'.repeat(32),
+      MFA_ENCRYPTION_KEY: 'm'.repeat(32),
+      EMAILS_ENABLED: false,
+      HOST: '0.0.0.0',
+      METRICS_PORT: 9100,
+    } as const;
+    assert.throws(() => configFrom(production), /METRICS_PORT in production needs METRICS_TOKEN/);
+    assert.throws(
+      () => configFrom({ ...production, METRICS_HOST: '10.0.0.5' }),
+      /METRICS_PORT in production needs METRICS_TOKEN/,
+    );
+    for (const host of ['127.0.0.1', '::1', 'localhost'])
+      assert.equal(configFrom({ ...production, METRICS_HOST: host }).METRICS_HOST, host);
+    assert.equal(configFrom({ ...production, METRICS_TOKEN: TOKEN }).METRICS_PORT, 9100);
+  });
+
   it('refuses to start with METRICS_PORT equal to PORT, and a short METRICS_TOKEN in production', async () => {
     const { configFrom, ConfigError } = await import('../../src/config.ts');
     assert.throws(() => configFrom({ PORT: 4000, METRICS_PORT: 4000 }), ConfigError);

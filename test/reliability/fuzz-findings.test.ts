@@ -6,11 +6,14 @@
  * - headers too large on a HEAD request were answered with a body, which a client reads as the start of
  *   the next response;
  * - a sign-in, a refresh or a signed-in write (a new TOTP secret) racing the deletion of its account
- *   stored its row after the account was gone: the foreign key refused it and the answer was a 500.
+ *   stored its row after the account was gone: the foreign key refused it and the answer was a 500;
+ * - a query of thousands of percent-encoded characters, past the header limit, got no answer: the 431
+ *   was written and the socket destroyed while the client was still sending, so the client saw a reset.
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { LINGER_MS } from '../../src/http/error-handler.ts';
 import { signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
@@ -33,6 +36,46 @@ function exchange(
       if (opts.reset) socket.resetAndDestroy();
       else socket.destroy();
     }, opts.waitMs ?? 500);
+  });
+}
+
+/**
+ * Sends a request whose query is `queryBytes` of percent-encoded emoji (endless when Infinity), `piece`
+ * bytes every `everyMs`, as an HTTP client does that writes the whole request before it reads (it goes on
+ * writing after the server's FIN), then ends its side. What came back, any socket error on the way (a
+ * reset: the answer was lost), and how long the connection lasted.
+ */
+function slowOversizedQuery(
+  port: number,
+  queryBytes: number,
+  { piece = 4096, everyMs = 3 } = {},
+): Promise<{ text: string; error?: string; ms: number }> {
+  const emoji = encodeURIComponent('😀'); // 12 bytes on the wire
+  const head = Buffer.from('GET /health?q=', 'latin1');
+  const filler = Buffer.from(emoji.repeat(Math.ceil(piece / emoji.length)), 'latin1').subarray(0, piece);
+  const tail = Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n', 'latin1');
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    const chunks: Buffer[] = [];
+    let error: string | undefined;
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (e: NodeJS.ErrnoException) => (error ??= e.code ?? e.message));
+    socket.on('close', () =>
+      resolve({ text: Buffer.concat(chunks).toString('latin1'), error, ms: Date.now() - started }),
+    );
+    let sent = 0;
+    const next = () => {
+      if (socket.destroyed || !socket.writable) return;
+      if (sent >= queryBytes) {
+        socket.end(tail);
+        return;
+      }
+      socket.write(sent === 0 ? Buffer.concat([head, filler]) : filler);
+      sent += piece;
+      setTimeout(next, everyMs);
+    };
+    socket.once('connect', next);
   });
 }
 
@@ -78,6 +121,30 @@ describe('the service process, after what the fuzzer found', () => {
     const text = answer.toString('latin1');
     assert.match(text, /^HTTP\/1\.1 431 /);
     assert.equal(text.slice(text.indexOf('\r\n\r\n') + 4), '', 'nothing after the headers');
+  });
+
+  // The fuzzer's lost answers: Node answered 431 and closed the socket while the client was still
+  // sending, and the reset that the unread bytes caused discarded the answer at the client.
+  it('a client still sending a ~100 KB query reads the 431 (a lingering close), never a reset', async () => {
+    for (let round = 0; round < 5; round++) {
+      const { text, error } = await slowOversizedQuery(port, 100_000);
+      assert.equal(
+        error,
+        undefined,
+        `round ${round}: the connection failed (${error}); got ${text.length} bytes`,
+      );
+      assert.match(text, /^HTTP\/1\.1 431 /, `round ${round}`);
+      assert.equal(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).code, 'HEADERS_TOO_LARGE');
+    }
+  });
+
+  it('a client that never stops sending is cut off after the lingering time, having read the 431', async () => {
+    const { text, ms } = await slowOversizedQuery(port, Number.POSITIVE_INFINITY, {
+      piece: 1024,
+      everyMs: 50,
+    });
+    assert.match(text, /^HTTP\/1\.1 431 /);
+    assert.ok(ms >= LINGER_MS - 100 && ms < LINGER_MS + 3000, `closed after ${ms} ms`);
   });
 
   it('still answers a GET whose headers are too large with the error body', async () => {

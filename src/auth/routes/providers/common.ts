@@ -109,7 +109,7 @@ export function signInFailed(
   // The message names the step that failed; the cause (a network error) is summarised, never dumped:
   // it could carry what the provider sent.
   const cause = err.cause instanceof Error ? err.cause.message : undefined;
-  if (level) request.log[level]({ code: err.code, provider, cause }, err.message);
-  else request.log.info({ code: err.code, provider }, 'provider sign-in refused');
+  if (level) request.log[level]({ errorCode: err.code, provider, cause }, err.message);
+  else request.log.info({ errorCode: err.code, provider }, 'provider sign-in refused');
   return reply.redirect(withParams(target, { error: err.code, provider }), 302);
 }
