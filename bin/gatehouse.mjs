@@ -5,8 +5,12 @@ import { existsSync } from 'node:fs';
 
 const source = new URL('../src/cli/main.ts', import.meta.url);
 const compiled = new URL('../dist/cli/main.js', import.meta.url);
+// The test build (scripts/test-build.mjs) compiles src/ in place beside the sources.
+const beside = new URL('../src/cli/main.js', import.meta.url);
 let main;
-if (existsSync(source)) {
+if (existsSync(beside)) {
+  main = await import(beside.href);
+} else if (existsSync(source)) {
   const { register } = await import('tsx/esm/api');
   register();
   main = await import(source.href);

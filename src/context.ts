@@ -30,7 +30,6 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { EmailOutbox } from './mail/outbox.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
-import { S3ObjectStore } from './storage/backends/s3.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
@@ -169,7 +168,7 @@ async function openStorage(
   log: FastifyBaseLogger,
 ): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
-  const objects = createObjectStore(config);
+  const objects = await createObjectStore(config);
   try {
     await objects.init();
   } catch (err) {
@@ -177,7 +176,7 @@ async function openStorage(
     // Start anyway: /health/ready reports the store and storage requests answer 503 until it is back.
     log.error({ err }, 'the object store is unreachable; storage answers 503 until it is back');
   }
-  if (objects instanceof S3ObjectStore && config.S3_ABORT_UPLOADS_AFTER > 0) {
+  if (objects.abortStaleUploads && config.S3_ABORT_UPLOADS_AFTER > 0) {
     // In the background: a large bucket's listing must not hold the start.
     void objects.abortStaleUploads(config.S3_ABORT_UPLOADS_AFTER).then(
       (aborted) => {

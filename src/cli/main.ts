@@ -15,8 +15,11 @@ const COMMANDS_DIR = fileURLToPath(new URL('./commands/', import.meta.url));
 
 /** Every command in `commands/`, by name. */
 export async function loadCommands(dir = COMMANDS_DIR): Promise<Map<string, Command>> {
+  // The commands in this module's own language: compiled trees (dist/, the test build) hold .js files,
+  // and the test build keeps the .ts sources beside them.
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
   const files = readdirSync(dir)
-    .filter((f) => /\.(ts|js)$/.test(f) && !/\.(test|d)\.ts$/.test(f))
+    .filter((f) => f.endsWith(ext) && !/\.(test|d)\.[tj]s$/.test(f))
     .sort();
   const commands = new Map<string, Command>();
   for (const f of files) {

@@ -12,7 +12,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
+import type StreamTransport from 'nodemailer/lib/stream-transport/index.js';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { emailEvent } from '../metrics/events.ts';
@@ -82,7 +84,7 @@ export function createMailer(config: Config, { log }: MailerOptions): Mailer {
       throw new Error('SMTP_HOST is required in production when EMAILS_ENABLED is true');
     return outboxMailer(config, log);
   }
-  const transport = nodemailer.createTransport({
+  const transport = lazyTransport({
     host: config.SMTP_HOST,
     port: config.SMTP_PORT,
     secure: config.SMTP_SECURE,
@@ -111,7 +113,7 @@ const SHOWN_ON_PURPOSE = Symbol.for('gatehouse.log.shown-on-purpose');
 
 function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
   const dir = outboxDir(config);
-  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  const transport = lazyTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   log.info({ outbox: dir }, `SMTP_HOST is not set: emails are written to ${dir} and their links logged`);
   return transportMailer('outbox', config, log, transport, async (email, info, rendered) => {
     // Owner only, whatever the umask (0700, as every folder of DATA_DIR: src/data-dir.ts).
@@ -143,16 +145,30 @@ function outboxMailer(config: Config, log: FastifyBaseLogger): Mailer {
   });
 }
 
-function transportMailer(
-  mode: 'smtp' | 'outbox',
-  config: Config,
-  log: FastifyBaseLogger,
-  transport: Transporter,
-  after: (email: OutgoingEmail, info: unknown, rendered: { subject: string; text: string }) => Promise<void>,
-): Mailer {
-  // Every transport reads the message through `createReadStream` when it starts handing it over (the
-  // SMTP transport right before MAIL FROM, once the server has greeted): that call is the moment after
-  // which a delivery must not be aborted. The "stream" step runs on the compiled message, before it.
+/**
+ * A transport made with the first email: nodemailer (~0.1 s of CPU to load) is loaded only by a service
+ * that sends one.
+ */
+function lazyTransport(options: SMTPTransport.Options | StreamTransport.Options): LazyTransport {
+  let made: Promise<Transporter> | undefined;
+  return {
+    get() {
+      made ??= import('nodemailer').then((m) => watchHandOver(m.default.createTransport(options)));
+      return made;
+    },
+    async close() {
+      // Nothing to close when no email was sent.
+      (await made?.catch(() => undefined))?.close();
+    },
+  };
+}
+
+/**
+ * Every transport reads the message through `createReadStream` when it starts handing it over (the SMTP
+ * transport right before MAIL FROM, once the server has greeted): that call is the moment after which a
+ * delivery must not be aborted. The "stream" step runs on the compiled message, before it.
+ */
+function watchHandOver(transport: Transporter): Transporter {
   transport.use('stream', (mail, done) => {
     const onHanded = (mail.data as { onHanded?: () => void }).onHanded;
     const message = mail.message as unknown as { createReadStream: (...args: unknown[]) => unknown };
@@ -165,11 +181,26 @@ function transportMailer(
     }
     done();
   });
+  return transport;
+}
+
+interface LazyTransport {
+  get(): Promise<Transporter>;
+  close(): Promise<void>;
+}
+
+function transportMailer(
+  mode: 'smtp' | 'outbox',
+  config: Config,
+  log: FastifyBaseLogger,
+  transport: LazyTransport,
+  after: (email: OutgoingEmail, info: unknown, rendered: { subject: string; text: string }) => Promise<void>,
+): Mailer {
   const deliver = async (email: OutgoingEmail, opts: DeliveryOptions = {}) => {
     let info: unknown;
     try {
       const rendered = renderTemplate(config.EMAIL_TEMPLATES_DIR, email.template, email.locals);
-      info = await transport.sendMail({
+      info = await (await transport.get()).sendMail({
         from: config.SMTP_SENDER,
         to: email.to,
         subject: rendered.subject,
@@ -194,8 +225,6 @@ function transportMailer(
     mode,
     sends: true,
     deliver,
-    async close() {
-      transport.close();
-    },
+    close: () => transport.close(),
   };
 }

@@ -95,16 +95,18 @@ describe('the gatehouse command', () => {
 
   it('finds every command file of a folder, so that adding a command is adding a file', async () => {
     const commands = tempDir('gatehouse-commands-');
+    // Command files are in the CLI's own language: .js when the suites run compiled (scripts/test-build.mjs).
+    const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
     try {
       writeFileSync(
-        path.join(commands, 'hello.ts'),
+        path.join(commands, `hello.${ext}`),
         "export default { name: 'hello', summary: 'Says hello', help: 'Usage: gatehouse hello', run: async () => 0 };\n",
       );
       writeFileSync(path.join(commands, 'notes.md'), 'not a command');
       const found = await loadCommands(commands);
       assert.deepEqual([...found.keys()], ['hello']);
-      writeFileSync(path.join(commands, 'broken.ts'), 'export const x = 1;\n');
-      await assert.rejects(loadCommands(commands), /broken\.ts .* does not default-export a command/);
+      writeFileSync(path.join(commands, `broken.${ext}`), 'export const x = 1;\n');
+      await assert.rejects(loadCommands(commands), /broken\.[tj]s .* does not default-export a command/);
     } finally {
       rmSync(commands, { recursive: true, force: true });
     }

@@ -7,7 +7,16 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -56,7 +65,11 @@ describe('DATA_DIR of a service started with umask 000', () => {
       ARGON2_MEMORY_COST: '1024',
       ARGON2_TIME_COST: '1',
     };
-    const child = spawn('sh', ['-c', `umask 000; exec "${process.execPath}" --import "${TSX}" src/main.ts`], {
+    // The compiled test tree has src/main.js beside the source (scripts/test-build.mjs).
+    const main = existsSync(path.join(REPO_ROOT, 'src/main.js'))
+      ? 'src/main.js'
+      : `--import "${TSX}" src/main.ts`;
+    const child = spawn('sh', ['-c', `umask 000; exec "${process.execPath}" ${main}`], {
       cwd: REPO_ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

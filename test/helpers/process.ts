@@ -3,7 +3,8 @@
  * and reads its JSON log lines: the "listening" line gives the bound address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -31,6 +32,9 @@ export function runNode(
   env: Record<string, string>,
   opts: { cwd?: string; args?: string[] } = {},
 ): ServiceProcess {
+  // In the compiled test tree (scripts/test-build.mjs) a .ts script has its .js beside it: run that.
+  const compiled = script.replace(/\.ts$/, '.js');
+  if (compiled !== script && existsSync(path.resolve(opts.cwd ?? REPO_ROOT, compiled))) script = compiled;
   const nodeArgs = script.endsWith('.ts') ? ['--import', TSX, script] : [script];
   const child = spawn(process.execPath, [...nodeArgs, ...(opts.args ?? [])], {
     cwd: opts.cwd ?? REPO_ROOT,

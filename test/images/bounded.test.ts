@@ -5,10 +5,8 @@
  * allows it, never with outside references; renders have their own per-client rate limit.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
@@ -62,48 +60,15 @@ function poll(url: string): { stop(): Promise<{ slowestMs: number; count: number
   };
 }
 
-/**
- * Draws `svg` with sharp in a plain process with sharp's own timeout set to IMAGE_TIMEOUT, and says
- * whether it was still drawing `waitMs` later (then it is killed).
- */
-function stillDrawingAfter(svg: Buffer, waitMs: number): Promise<boolean> {
-  const sharpPath = createRequire(import.meta.url).resolve('sharp');
-  const script = `
-    const sharp = require(${JSON.stringify(sharpPath)});
-    const chunks = [];
-    process.stdin.on('data', (c) => chunks.push(c));
-    process.stdin.on('end', () => {
-      process.stdout.write('start\\n');
-      sharp(Buffer.concat(chunks)).timeout({ seconds: ${IMAGE_TIMEOUT} }).png().toBuffer()
-        .then(() => process.exit(0), () => process.exit(0));
-    });`;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'ignore'] });
-  child.stdin.end(svg);
-  return new Promise((resolve, reject) => {
-    let timer: NodeJS.Timeout | undefined;
-    child.stdout.on('data', () => {
-      timer ??= setTimeout(() => {
-        resolve(child.exitCode === null);
-        child.kill('SIGKILL');
-      }, waitMs);
-    });
-    child.on('exit', () => {
-      if (timer) {
-        clearTimeout(timer);
-        resolve(false);
-      } else reject(new Error('the drawing process ended before it started drawing'));
-    });
-  });
-}
-
 function svgEnabled(db: DbKind) {
   describe(`bounded transforms with SVG enabled [${db}]`, () => {
     let t: TestApp;
     let base: string;
     let peer: Server;
     let peerHits = 0;
-    // Ten filter layers: about 10 s of drawing on this machine, so that "still drawing after twice
-    // IMAGE_TIMEOUT" holds with room on a faster one (four layers took 4.3 s, just over the 4 s asked).
+    // Ten filter layers: about 10 s of drawing on this machine, far past IMAGE_TIMEOUT on a faster one too
+    // (that sharp's own timeout does not stop such a drawing was checked once, not on every run: it tested
+    // the library, for 10 s of CPU).
     const hostile = hostileSvg(10);
 
     before(async () => {
@@ -135,10 +100,6 @@ function svgEnabled(db: DbKind) {
     after(async () => {
       await t?.close();
       await new Promise((r) => peer?.close(r));
-    });
-
-    it('draws the hostile SVG for far longer than IMAGE_TIMEOUT when only sharp’s own timeout bounds it', async () => {
-      assert.equal(await stillDrawingAfter(hostile, 2 * IMAGE_TIMEOUT * 1000), true);
     });
 
     it('stops the hostile SVG at IMAGE_TIMEOUT with 422 within IMAGE_TIMEOUT + 1 s while /health answers under 100 ms throughout', async () => {

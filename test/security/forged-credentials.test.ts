@@ -188,12 +188,36 @@ for (const kind of dbKinds()) {
         await smtp.stop();
       });
 
+      /**
+       * One account per setup for the cases whose request is refused before any handler runs (a refused
+       * request changes nothing, so they can share it), and its forged tokens, made once.
+       */
+      const shared = new Map<
+        string,
+        Promise<{ jwt: string; userId: string; forged: Record<string, string> }>
+      >();
+      const sharedAccount = (setup: string) => {
+        let account = shared.get(setup);
+        if (!account) {
+          const t = apps.get(setup) as TestApp;
+          account = signUp(t).then(async (s) => ({ ...s, forged: await forgedTokens(t, s.jwt) }));
+          shared.set(setup, account);
+        }
+        return account;
+      };
+
       for (const route of ROUTES) {
         const app = () => apps.get(route.setup) as TestApp;
-        /** A live account's valid token, and the request a signed-in caller would make with it. */
+        const urlFor = (userId: string) => route.path.replace('{*}', `user/${userId}/file.txt`);
+        /** A new account's valid token, for the cases that reach a handler (which may change the account). */
         const signedIn = async () => {
           const s = await signUp(app());
-          return { ...s, url: route.path.replace('{*}', `user/${s.userId}/file.txt`) };
+          return { ...s, url: urlFor(s.userId) };
+        };
+        /** The shared account, for the cases refused before any handler. */
+        const refusedCaller = async () => {
+          const s = await sharedAccount(route.setup);
+          return { ...s, url: urlFor(s.userId) };
         };
         const call = (url: string, headers: Record<string, string>) => {
           if (route.method === 'POST' && url.startsWith('/storage/o/')) {
@@ -226,7 +250,7 @@ for (const kind of dbKinds()) {
         });
 
         it(`${label} ${route.required ? 'answers 401' : 'serves no other user’s file'} without a token`, async () => {
-          const { url } = await signedIn();
+          const { url } = await refusedCaller();
           const res = await call(url, {});
           if (route.required) refusedAs401(res);
           else assert.ok([403, 404].includes(res.statusCode), `${res.statusCode} ${res.body}`);
@@ -234,14 +258,14 @@ for (const kind of dbKinds()) {
 
         for (const [name, what] of Object.entries(FORGERIES)) {
           it(`${label} answers 401 to a token with ${what}`, async () => {
-            const { jwt, url } = await signedIn();
-            const forged = (await forgedTokens(app(), jwt))[name as keyof typeof FORGERIES];
+            const { forged: tokens, url } = await refusedCaller();
+            const forged = tokens[name] as string;
             refusedAs401(await call(url, { authorization: `Bearer ${forged}` }));
           });
         }
 
         it(`${label} answers 401 to a malformed Authorization header`, async () => {
-          const { jwt, url } = await signedIn();
+          const { jwt, url } = await refusedCaller();
           refusedAs401(await call(url, { authorization: `Token ${jwt}` }));
         });
 

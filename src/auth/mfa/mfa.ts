@@ -8,7 +8,6 @@
  * - A code accepted once is never accepted again (RFC 6238 §5.2).
  * - Secrets are encrypted at rest (see secret-box.ts).
  */
-import QRCode from 'qrcode';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { SessionDeps } from '../deps.ts';
@@ -111,6 +110,8 @@ export async function generateMfaSecret(
     account: account.email ?? account.userId,
     secret: otpSecret,
   });
+  // Loaded with the first set-up rather than at start: most requests never draw a QR code.
+  const { default: QRCode } = await import('qrcode');
   const image_url = await QRCode.toDataURL(uri, { errorCorrectionLevel: 'M' });
   return { image_url, otp_secret: otpSecret };
 }

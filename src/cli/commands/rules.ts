@@ -179,7 +179,7 @@ Exit status: 0 allowed, 3 denied (or open), 1 failure, 2 wrong usage.`,
           : values['claims'] !== undefined
             ? claimsFromJson(values['claims'])
             : undefined;
-      const objects = createObjectStore(config);
+      const objects = await createObjectStore(config);
       let info: Awaited<ReturnType<typeof objects.head>>;
       try {
         info = key.folder ? undefined : await objects.head(key.key);

@@ -2,11 +2,14 @@ import path from 'node:path';
 import type { Config } from '../../config.ts';
 import { FsObjectStore } from './fs.ts';
 import type { ObjectStore } from './object-store.ts';
-import { S3ObjectStore } from './s3.ts';
 
-/** The configured store: S3 when `S3_ENDPOINT` is set, else a folder in `DATA_DIR/storage`. */
-export function createObjectStore(config: Config): ObjectStore {
+/**
+ * The configured store: S3 when `S3_ENDPOINT` is set, else a folder in `DATA_DIR/storage`. The AWS SDK
+ * (~0.3 s of CPU to load) is loaded only for S3.
+ */
+export async function createObjectStore(config: Config): Promise<ObjectStore> {
   if (config.S3_ENDPOINT) {
+    const { S3ObjectStore } = await import('./s3.ts');
     return new S3ObjectStore({
       endpoint: config.S3_ENDPOINT,
       sslEnabled: config.S3_SSL_ENABLED,

@@ -50,6 +50,11 @@ export interface ObjectStore {
   readonly kind: 'fs' | 's3';
   /** Creates the folder or bucket when missing. */
   init(): Promise<void>;
+  /**
+   * S3 only: aborts multipart uploads started more than `olderThanMs` ago (left by a stopped instance);
+   * the count, or undefined when the store does not list them.
+   */
+  abortStaleUploads?(olderThanMs: number): Promise<number | undefined>;
   head(key: string): Promise<ObjectInfo | undefined>;
   /**
    * Streams `body` in. The object becomes visible only once the body has ended cleanly; when the body

@@ -6,18 +6,11 @@
  */
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { AppError } from '../../errors.ts';
+import type { OutputFormat } from './formats.ts';
 import type { FormatChoice, ImageParams } from './params.ts';
 import { unsafeSvgReason } from './svg.ts';
 
-export type OutputFormat = 'jpeg' | 'png' | 'webp' | 'avif' | 'gif';
-
-export const CONTENT_TYPES: Record<OutputFormat, string> = {
-  jpeg: 'image/jpeg',
-  png: 'image/png',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  gif: 'image/gif',
-};
+export type { OutputFormat };
 
 export const DEFAULT_QUALITY = 80;
 

@@ -11,18 +11,27 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import sharp from 'sharp';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../errors.ts';
 import { VariantCache } from './cache.ts';
 import { FailureMemory } from './failures.ts';
+import { CONTENT_TYPES, type OutputFormat } from './formats.ts';
 import { chooseFormat, type ImageParams, normalisedKey } from './params.ts';
-import { CONTENT_TYPES, type OutputFormat, type RenderLimits, type SvgMode } from './pipeline.ts';
+import type { RenderLimits, SvgMode } from './pipeline.ts';
 import { RenderPool } from './pool.ts';
 import { TransformQueue } from './queue.ts';
 
-/** Changes whenever the same parameters could give different bytes (pipeline or sharp upgrade). */
-const PIPELINE_VERSION = `2/${sharp.versions.sharp}/${sharp.versions.vips}`;
+let pipelineVersion: Promise<string> | undefined;
+/**
+ * Changes whenever the same parameters could give different bytes (pipeline or sharp upgrade). sharp is
+ * loaded for it with the first transform (~0.25 s of CPU), not at start: renders run in other processes.
+ */
+function pipelineVersionOnce(): Promise<string> {
+  pipelineVersion ??= import('sharp').then(
+    ({ default: sharp }) => `2/${sharp.versions.sharp}/${sharp.versions.vips}`,
+  );
+  return pipelineVersion;
+}
 
 /** The object to transform, as the storage route found it after the rules allowed the read. */
 export interface ImageSource {
@@ -205,7 +214,7 @@ export class ImageService {
   async transform(source: ImageSource, req: TransformRequest): Promise<TransformOutcome> {
     const { choice, vary } = chooseFormat(req.params.format, req.accept);
     const variantId = createHash('sha256')
-      .update(`${PIPELINE_VERSION}\n${normalisedKey(req.params, choice)}`)
+      .update(`${await pipelineVersionOnce()}\n${normalisedKey(req.params, choice)}`)
       .digest('hex')
       .slice(0, 32);
     const etag = `"${createHash('sha256').update(`${source.etag}\n${variantId}`).digest('hex').slice(0, 32)}"`;
