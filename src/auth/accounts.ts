@@ -1,3 +1,8 @@
+/**
+ * Account life cycle: password change, self-deletion, and the checks the flows share. Route handlers
+ * call one function here each; sign-in is in sign-in.ts, registration and activation in
+ * flows/registration.ts.
+ */
 import { AppError } from '../errors.ts';
 import { type AccountRow, deleteUser, findAccountByUserId, setPasswordHash } from './accounts-store.ts';
 import type { SessionDeps } from './deps.ts';
