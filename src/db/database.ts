@@ -169,21 +169,32 @@ function unavailableState(state: string): boolean {
 }
 
 /**
- * Errors `pg` raises without a code when a connection is lost or cannot be had, and PGlite's once it is
- * closed (a request still running while the service stops).
+ * Errors `pg` raises without a code when a connection is lost or cannot be had. `pg` and `pg-pool` raise
+ * them as plain Errors, with no code or class to tell them by; their words are all there is.
  */
 const UNAVAILABLE_MESSAGES = [
   /^Connection terminated/,
   /^timeout exceeded when trying to connect$/,
   /is not queryable$/,
   /^Cannot use a pool after calling end on the pool$/,
-  /^PGlite is clos(ed|ing)$/,
 ];
+
+/**
+ * A statement that reached PGlite after it was closed (a request still running while the service
+ * stops). Told by PGlite's state (`closed`), not by its message.
+ */
+class PgliteClosed extends Error {
+  constructor(cause?: unknown) {
+    super('PGlite is closed', { cause });
+    this.name = 'PgliteClosed';
+  }
+}
 
 /** Whether `err` says the database cannot answer for now (rather than that the statement is wrong). */
 export function isUnavailableError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | undefined;
   if (!e) return false;
+  if (err instanceof PgliteClosed) return true;
   if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || unavailableState(e.code))) return true;
   return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.some((m) => m.test(e.message as string));
 }
@@ -460,7 +471,7 @@ function preparedRunner(db: PGlite): RawQuery {
   return (sql, params = []) =>
     db.runExclusive(async () => {
       // PGlite's own query() says so; the protocol calls below would fail on its released module.
-      if (db.closed) throw new Error('PGlite is closed');
+      if (db.closed) throw new PgliteClosed();
       let statement = prepared.get(sql);
       if (!statement && prepared.size >= MAX_PREPARED) {
         const r = await db.query(sql, params as unknown[]);
@@ -542,9 +553,17 @@ export async function openPglite(
   // PGlite's own query(); statements of a transaction run inside it.
   const lock = new Lock();
   const run = preparedRunner(db);
+  // close() takes the lock too, so a statement that fails with the database closed failed because of it.
+  const closedAware = async <T>(what: () => Promise<T>): Promise<T> => {
+    try {
+      return await lock.run(what);
+    } catch (err) {
+      throw db.closed && !(err instanceof PgliteClosed) ? new PgliteClosed(err) : err;
+    }
+  };
   const q = wrap(
-    (sql, params) => lock.run(() => run(sql, params)),
-    (sql) => lock.run(() => db.exec(sql)),
+    (sql, params) => closedAware(() => run(sql, params)),
+    (sql) => closedAware(() => db.exec(sql)),
   );
   return {
     kind: 'pglite',
@@ -566,11 +585,9 @@ export async function openPglite(
           ),
         );
       } catch (err) {
-        // BEGIN or COMMIT on a closed database; errors of `fn` (and its statements) pass unchanged.
-        if (
-          !(err instanceof DatabaseError) &&
-          /^PGlite is clos(ed|ing)$/.test((err as Error)?.message ?? '')
-        ) {
+        // BEGIN or COMMIT on a closed database (close() waits for the lock, so nothing else closed it
+        // midway); errors of `fn` (and its statements) pass unchanged.
+        if (!(err instanceof DatabaseError) && db.closed) {
           throw new DatabaseUnavailable('transaction', undefined, err);
         }
         throw err;

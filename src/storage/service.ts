@@ -1,10 +1,10 @@
 /**
- * The storage operations behind the routes: who may do what (rules, admin secret), uploads streamed
- * into the store under a size limit, reads, folders, deletes and token rotation. Routes parse and shape;
- * everything that decides lives here.
+ * The storage operations behind the routes: who may do what (rules, admin secret), reads, folders,
+ * deletes and token rotation; uploads are in upload.ts. Routes parse and shape; everything that decides
+ * lives here, down to forgetting the image variants of a file that changed.
  */
 import { randomUUID } from 'node:crypto';
-import { pipeline, type Readable, Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import { secretsEqual } from '../constant-time.ts';
 import { AppError } from '../errors.ts';
@@ -13,14 +13,14 @@ import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store
 import { StoreUnavailable } from './backends/object-store.ts';
 import type { ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
-import { NOT_YET_KNOWN } from './rules/expression.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
-import { chooseContentType, emptyFileType, SNIFF_BYTES } from './sniff.ts';
 
 export interface StorageDeps {
   readonly config: Config;
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
+  /** Cached image variants (images/service.ts), forgotten when their source is overwritten or deleted. */
+  readonly images: { forget(sourceKey: string): Promise<void> };
 }
 
 /** What the rules know about a request. */
@@ -28,8 +28,13 @@ export interface Caller {
   method: string;
   query: Record<string, unknown>;
   auth: Record<string, unknown> | undefined;
-  /** The `x-admin-secret` header, if sent. */
-  adminSecret: string | undefined;
+  /**
+   * A right `x-admin-secret`: the rules are bypassed. Decided once, where the caller is resolved
+   * (routes/common.ts), under the guess limits.
+   */
+  admin: boolean;
+  /** Whether an `x-admin-secret` header was sent at all (only to word a refusal). */
+  adminSecretSent?: boolean;
   /** The request's logger: at debug level, a refusal by the rules is logged with its trace. */
   log?: DenialLog;
 }
@@ -86,7 +91,7 @@ export function isAdmin(config: Config, header: string | undefined): boolean {
   return secretsEqual(secret, header);
 }
 
-function ruleInput(key: ParsedKey | string, caller: Caller, resource: unknown): RuleInput {
+export function ruleInput(key: ParsedKey | string, caller: Caller, resource: unknown): RuleInput {
   const path = typeof key === 'string' ? `/${key}` : key.path;
   return { path, method: caller.method, query: caller.query, auth: caller.auth, resource };
 }
@@ -110,7 +115,7 @@ export function forbidden(decision: Decision, op: Operation, caller: Caller): Ap
  * same rules evaluated again, traced, which costs nothing unless debug logging is on. One line; file
  * tokens in it are masked (rules/explain.ts).
  */
-function refused(
+export function refused(
   deps: StorageDeps,
   op: Operation,
   input: RuleInput,
@@ -152,7 +157,7 @@ function requireAllowed(
   caller: Caller,
   resource: unknown,
 ): void {
-  if (isAdmin(deps.config, caller.adminSecret)) return;
+  if (caller.admin) return;
   const input = ruleInput(key, caller, resource);
   const decision = deps.rules.decide(op, input);
   if (decision.allowed !== true) throw refused(deps, op, input, caller, decision);
@@ -161,124 +166,6 @@ function requireAllowed(
 function fileKey(key: ParsedKey): void {
   if (key.folder)
     throw new AppError('INVALID_KEY', 'The file path is not valid: it names a folder (trailing "/").');
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Upload
-
-export interface IncomingFile {
-  stream: Readable;
-  /** The part's file name (multipart), if any. */
-  filename?: string;
-  /** The declared type: the part's or the request's Content-Type. */
-  mimetype?: string;
-  /** The body length when the client declared it (raw uploads). */
-  declaredSize?: number;
-  /** Runs once the file's bytes have all arrived, before the object is committed (more parts?). */
-  afterEnd?: () => Promise<void>;
-}
-
-function tooLarge(config: Config): AppError {
-  return new AppError(
-    'PAYLOAD_TOO_LARGE',
-    `The file is larger than the upload limit of ${config.STORAGE_MAX_UPLOAD_SIZE} bytes.`,
-  );
-}
-
-/** Bytes of an upload buffered ahead of the store (one socket read's worth). */
-const UPLOAD_BUFFER = 64 * 1024;
-
-/**
- * Streams an upload into the store. The bytes flow through one guard that holds back the first
- * SNIFF_BYTES until the type and the rules are settled, counts the rest (413 past
- * STORAGE_MAX_UPLOAD_SIZE) and, at the end, settles rules that need the final size and checks for extra
- * parts; any failure errors the body, and the store then keeps nothing.
- */
-export async function uploadFile(
-  deps: StorageDeps,
-  key: ParsedKey,
-  caller: Caller,
-  file: IncomingFile,
-): Promise<ObjectInfo> {
-  const { config, objects } = deps;
-  if (key.folder) throw new AppError('FOLDER_UPLOAD');
-  const max = config.STORAGE_MAX_UPLOAD_SIZE;
-  if (file.declaredSize !== undefined && file.declaredSize > max) throw tooLarge(config);
-
-  const existing = await store(() => objects.head(key.key));
-  const name = file.filename || key.key.slice(key.key.lastIndexOf('/') + 1);
-  const op: Operation = existing ? 'update' : 'create';
-  const admin = isAdmin(config, caller.adminSecret);
-  let contentType = '';
-  const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
-
-  let head!: { resolve: (first: Buffer) => void; reject: (err: Error) => void };
-  const first = new Promise<Buffer>((resolve, reject) => {
-    head = { resolve, reject };
-  });
-  // Settled once the early rules decision is made; the end-of-body checks wait for it.
-  let settle!: (decideAtEnd: boolean) => void;
-  const settled = new Promise<boolean>((resolve) => {
-    settle = resolve;
-  });
-  const held: Buffer[] = [];
-  let peeking = true;
-  let size = 0;
-  const release = (guard: Transform) => {
-    peeking = false;
-    head.resolve(Buffer.concat(held).subarray(0, SNIFF_BYTES));
-    for (const c of held) guard.push(c);
-    held.length = 0;
-  };
-  const guard = new Transform({
-    highWaterMark: UPLOAD_BUFFER,
-    transform(chunk: Buffer, _enc, cb) {
-      size += chunk.length;
-      if (size > max) return cb(tooLarge(config));
-      if (!peeking) return cb(null, chunk);
-      held.push(chunk);
-      if (size >= SNIFF_BYTES) release(this);
-      cb();
-    },
-    flush(cb) {
-      if (peeking) release(this);
-      settled
-        .then(async (decideAtEnd) => {
-          if (decideAtEnd) {
-            const input = ruleInput(key, caller, resource(size));
-            const decision = deps.rules.decide(op, input);
-            if (decision.allowed !== true) throw refused(deps, op, input, caller, decision);
-          }
-          await file.afterEnd?.();
-        })
-        .then(() => cb(), cb);
-    },
-  });
-  // An error on either side ends both: a client that leaves errors the guard (and so the store's write),
-  // and a refusal by the guard stops reading the client's body.
-  pipeline(file.stream, guard, (err) => {
-    if (err && peeking) head.reject(err);
-  });
-
-  try {
-    const head = await first;
-    // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body:
-    // zero bytes are no image, PDF or archive, whatever was declared (an empty text is still text).
-    contentType = head.length === 0 ? emptyFileType(file.mimetype) : chooseContentType(file.mimetype, head);
-    let decideAtEnd = false;
-    if (!admin) {
-      const input = ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN));
-      const early = deps.rules.decide(op, input);
-      if (early.allowed === false) throw refused(deps, op, input, caller, early);
-      decideAtEnd = early.allowed === 'later';
-    }
-    settle(decideAtEnd);
-    const token = existing?.token || randomUUID();
-    return await store(() => objects.put(key.key, guard, { contentType, token }));
-  } catch (err) {
-    guard.destroy();
-    throw err;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -321,7 +208,7 @@ function readAccess(
           method: caller.method,
           query: {},
           auth: undefined,
-          adminSecret: undefined,
+          admin: false,
         };
         isPublic = allowed(deps, 'get', key, anonymous, resource);
       }
@@ -383,7 +270,7 @@ export async function* listFolder(
 ): AsyncIterable<ObjectInfo> {
   if (!key.folder)
     throw new AppError('INVALID_KEY', 'The file path is not valid: a folder path ends with "/".');
-  const admin = isAdmin(deps.config, caller.adminSecret);
+  const { admin } = caller;
   if (!admin) {
     const input = ruleInput(key, caller, undefined);
     const decision = deps.rules.decide('list', input);
@@ -412,6 +299,7 @@ export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Call
   const info = await store(() => deps.objects.head(key.key));
   requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
   if (!info || !(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
+  await deps.images.forget(key.key);
 }
 
 /** `DELETE /storage/m/<file>`: a new token, under the `delete`/`write` rules (as HBP). */
@@ -433,12 +321,12 @@ export async function revokeTokenAsAdmin(
   caller: Caller,
 ): Promise<ObjectInfo> {
   fileKey(key);
-  if (!isAdmin(deps.config, caller.adminSecret)) {
+  if (!caller.admin) {
     throw new AppError(
       'INCORRECT_ACCESS_TOKEN',
       !deps.config.HASURA_GRAPHQL_ADMIN_SECRET
         ? 'revoke-token needs the admin secret, and this server has none (HASURA_GRAPHQL_ADMIN_SECRET is empty); DELETE /storage/m/<file> gives the file a new token under the rules instead.'
-        : caller.adminSecret
+        : caller.adminSecretSent
           ? 'revoke-token needs the admin secret: the x-admin-secret header sent is not it.'
           : 'revoke-token needs the admin secret in the x-admin-secret header.',
     );

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { HASH_KINDS_TTL_MS } from '../../src/auth/accounts.ts';
 import {
   configuredKind,
   hashKind,
@@ -13,6 +12,7 @@ import {
   Passwords,
   type VerificationEvent,
 } from '../../src/auth/passwords.ts';
+import { HASH_KINDS_TTL_MS } from '../../src/auth/sign-in.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import { HS, login, newEmail, signUp } from './helpers.ts';

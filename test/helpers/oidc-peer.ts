@@ -39,6 +39,8 @@ export interface OidcPeer {
   requests: { method: string; path: string; body?: string }[];
   /** Rewrites a token request's body before the provider sees it (Apple's client-secret JWT check). */
   beforeToken?: (body: URLSearchParams) => Promise<URLSearchParams>;
+  /** Answers the key-set requests (`/jwks`) with this instead, while set (a provider having trouble). */
+  brokenKeySet?: { status: number; body: string };
   close(): Promise<void>;
 }
 
@@ -174,6 +176,13 @@ export async function startOidcPeer(opts: {
         if (path.startsWith('/interaction/')) {
           peer.requests.push({ method: req.method ?? 'GET', path: '/interaction' });
           await interaction(req, res);
+          return;
+        }
+        if (path === '/jwks' && peer.brokenKeySet) {
+          peer.requests.push({ method: req.method ?? 'GET', path });
+          res.statusCode = peer.brokenKeySet.status;
+          res.setHeader('content-type', 'application/json');
+          res.end(peer.brokenKeySet.body);
           return;
         }
         if (path === '/token' && req.method === 'POST') {

@@ -541,6 +541,42 @@ describe('OpenID Connect provider outages', () => {
     }
   });
 
+  it('a key set the provider cannot serve (500, or not JSON) is an outage, not a forged ID token', async () => {
+    const peer = await startOidcPeer({ clients: [{ ...CLIENT, redirect_uris: [callback('oidc')] }] });
+    const t = await buildTestApp('pglite', {
+      SERVER_URL: SERVICE,
+      REDIRECT_URL_SUCCESS: SUCCESS,
+      PROVIDER_FAILURE_REDIRECT: FAILURE,
+      OIDC_ENABLED: true,
+      OIDC_ISSUER: peer.issuer,
+      OIDC_CLIENT_ID: CLIENT.client_id,
+      OIDC_CLIENT_SECRET: CLIENT.client_secret,
+    });
+    try {
+      for (const broken of [
+        { status: 500, body: '{"error":"down"}' },
+        { status: 200, body: '<html>maintenance</html>' },
+      ]) {
+        peer.brokenKeySet = broken;
+        peer.signInAs({ sub: `person-${broken.status}`, email: newEmail('oidc'), email_verified: true });
+        const before = await snapshot(t);
+        assertFailed(await new Browser(t.app, SERVICE).go(START), 'PROVIDER_UNAVAILABLE');
+        assert.ok(
+          peer.requests.some((r) => r.path === '/jwks'),
+          'the key set was asked for',
+        );
+        assert.equal(await snapshot(t), before);
+      }
+      // Once the key set is back, the same provider signs people in.
+      peer.brokenKeySet = undefined;
+      peer.signInAs({ sub: 'person-back', email: newEmail('oidc'), email_verified: true });
+      refreshTokenOf(await new Browser(t.app, SERVICE).go(START));
+    } finally {
+      await t.close();
+      await peer.close();
+    }
+  });
+
   it('answers 404 on /auth/providers/* when no provider is enabled', async () => {
     const t = await buildTestApp('pglite', {});
     try {

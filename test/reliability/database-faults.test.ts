@@ -12,6 +12,7 @@ import {
   DatabaseError,
   DatabaseUnavailable,
   isUnavailableError,
+  openPglite,
   openPostgres,
 } from '../../src/db/database.ts';
 import { HS, newEmail } from '../auth/helpers.ts';
@@ -38,7 +39,6 @@ describe('what counts as the database being unavailable', () => {
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),
       new Error('Client has encountered a connection error and is not queryable'),
-      new Error('PGlite is closed'),
     ];
     for (const e of unavailable) assert.equal(isUnavailableError(e), true, JSON.stringify(e));
     const mistakes = [
@@ -46,9 +46,23 @@ describe('what counts as the database being unavailable', () => {
       { code: '23503' },
       { code: '22P02' },
       new Error('something else'),
+      // PGlite's words alone say nothing: a closed PGlite is told by its state (below).
+      new Error('PGlite is closed'),
       undefined,
     ];
     for (const e of mistakes) assert.equal(isUnavailableError(e), false, JSON.stringify(e));
+  });
+
+  it('answers a statement or a transaction that reaches PGlite after it closed as unavailable', async () => {
+    const db = await openPglite(undefined);
+    await db.query('warm', 'select 1');
+    await db.close();
+    await assert.rejects(db.query('after-close', 'select 1'), DatabaseUnavailable);
+    await assert.rejects(db.exec('select 1'), DatabaseUnavailable);
+    await assert.rejects(
+      db.transaction((tx) => tx.query('in-tx', 'select 1')),
+      DatabaseUnavailable,
+    );
   });
 });
 

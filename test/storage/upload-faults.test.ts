@@ -150,6 +150,25 @@ for (const backend of backendKinds as BackendKind[]) {
       assert.equal(JSON.parse(res.body).ContentLength, LIMIT);
     });
 
+    it('answers 400 BAD_REQUEST, storing nothing, to a complete multipart body the parser cannot read', async () => {
+      const part = `--b\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\n`;
+      const cases: [string, string, Buffer[]][] = [
+        ['no boundary', 'multipart/form-data', [Buffer.from(part), Buffer.from('bytes\r\n--b--\r\n')]],
+        // The body ends inside the file: before the first bytes were sniffed, and while the store writes.
+        ['cut in the head', 'multipart/form-data; boundary=b', [Buffer.from(part), Buffer.from('short')]],
+        ['cut in the body', 'multipart/form-data; boundary=b', [Buffer.from(part), Buffer.alloc(200_000, 7)]],
+      ];
+      for (const [what, type, chunks] of cases) {
+        const key = `public/malformed-${what.replaceAll(' ', '-')}.bin`;
+        const length = chunks.reduce((n, c) => n + c.length, 0);
+        const res = await post(base, key, { 'content-type': type, 'content-length': String(length) }, chunks);
+        assert.equal(res.status, 400, `${what}: ${res.body}`);
+        assert.equal(JSON.parse(res.body).code, 'BAD_REQUEST', what);
+        assert.match(JSON.parse(res.body).message, /^The multipart body is malformed/, what);
+        await nothingLeft(t, key, backend);
+      }
+    });
+
     it('leaves nothing when a raw upload is cut off midway', async () => {
       await abortAfter(
         base,

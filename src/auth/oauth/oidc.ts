@@ -182,8 +182,9 @@ function idTokenError(err: unknown): AppError {
     return invalidIdToken('it is signed by a key the issuer does not publish', err);
   if (err instanceof joseErrors.JOSEAlgNotAllowed) return invalidIdToken('its algorithm is not allowed', err);
   if (err instanceof joseErrors.JWKSTimeout) return unavailable('key set', err);
-  // The key set could not be read (jose raises a generic error for a non-200 or non-JSON answer).
-  if (err instanceof joseErrors.JOSEError && /JSON Web Key Set HTTP response/.test(err.message))
+  // The key set could not be read: for a non-200 or non-JSON answer jose raises its generic error, and
+  // only there (every check of a token has its own subclass, with its own code).
+  if (err instanceof joseErrors.JOSEError && err.code === joseErrors.JOSEError.code)
     return unavailable('key set', err);
   if (err instanceof joseErrors.JOSEError) return invalidIdToken(`it cannot be verified (${err.code})`, err);
   // A failed fetch of the key set.

@@ -1,21 +1,19 @@
 /**
  * POST /auth/login: password sign-in (a session, or `{mfa, ticket}` when the account has MFA), anonymous
- * sign-in (ANONYMOUS_USERS_ENABLED), and admin impersonation (USER_IMPERSONATION_ENABLED, header
- * `x-admin-secret`). Wrong passwords and admin secrets are limited per (account, client address) with
- * growing waits, and per client address (http/guesses.ts).
+ * sign-in (ANONYMOUS_USERS_ENABLED), a magic link (MAGIC_LINK_ENABLED) and admin impersonation
+ * (USER_IMPERSONATION_ENABLED, header `x-admin-secret`). Which proof counts, and the limits on guessing
+ * it, are decided in one place: auth/sign-in.ts.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
-import { AppError, errorResponses } from '../../errors.ts';
-import { ADMIN_SECRET_SUBJECT, passwordSubject } from '../../http/guesses.ts';
+import { errorResponses } from '../../errors.ts';
 import { type ConfiguredSchema, configuredSchema } from '../../http/schema.ts';
-import { countSignInFailures, signInEvent } from '../../metrics/events.ts';
-import { loginAnonymously, loginWithPassword } from '../accounts.ts';
+import { countSignInFailures } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';
-import { requestMagicLogin } from '../flows/magic-link.ts';
-import { checkRedirect, RedirectTo } from '../redirects.ts';
+import { RedirectTo } from '../redirects.ts';
 import { CookieFlag, CurrentPassword, Email, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
+import { type SignInLimits, signIn } from '../sign-in.ts';
 import { bodyDefaultsToObject } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
@@ -63,6 +61,10 @@ const MagicLinkSent = Type.Object(
 
 export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
   const c = deps.config;
+  const limits: SignInLimits = {
+    guesses: app.guesses,
+    emailQuota: (address) => consumeEmailQuota(app, c, address),
+  };
   app.post(
     '/login',
     {
@@ -89,53 +91,18 @@ export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
     },
     async (request, reply) => {
       const { body } = request;
-      const useCookie = body.cookie ?? true;
-      if (body.anonymous === true) {
-        if (body.email !== undefined || body.password !== undefined) {
-          throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
-        }
-        const session = await loginAnonymously(deps);
-        signInEvent('anonymous', 'success');
-        return sendSession(reply, c, session, useCookie, deps.clock.now());
-      }
-      if (body.email === undefined) throw new AppError('VALIDATION', '"email" is required');
       const adminSecret = request.headers['x-admin-secret'];
-      if (body.password === undefined && !(c.USER_IMPERSONATION_ENABLED && adminSecret)) {
-        if (c.MAGIC_LINK_ENABLED) {
-          // The link goes out by email only, after this answer; never a session or cookie here (HBP D1).
-          await consumeEmailQuota(app, c, body.email);
-          await requestMagicLogin(deps, {
-            email: body.email,
-            redirectTo: checkRedirect(c, body.redirect_to),
-          });
-          return { magicLink: true as const };
-        }
-        throw new AppError('VALIDATION', '"password" is required');
-      }
-      // With impersonation on, a non-empty admin secret replaces the password check (accounts.ts), so the
-      // guess is at the secret, not at this account's password.
-      const impersonating =
-        c.USER_IMPERSONATION_ENABLED && typeof adminSecret === 'string' && adminSecret !== '';
-      const guess = await app.guesses.begin(
-        impersonating ? ADMIN_SECRET_SUBJECT : passwordSubject(body.email),
-        request.ip,
-      );
-      let result: Awaited<ReturnType<typeof loginWithPassword>>;
-      try {
-        result = await loginWithPassword(deps, {
-          email: body.email,
-          password: body.password,
-          adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
-        });
-      } catch (err) {
-        const wrong = impersonating ? 'INVALID_ADMIN_SECRET' : 'INVALID_CREDENTIALS';
-        if (!(err instanceof AppError && err.code === wrong)) await guess.abandon();
-        throw err;
-      }
-      await guess.succeeded();
-      signInEvent('password', result.kind === 'mfa' ? 'mfa_required' : 'success');
+      const result = await signIn(deps, limits, {
+        email: body.email,
+        password: body.password,
+        anonymous: body.anonymous,
+        redirectTo: body.redirect_to,
+        adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
+        address: request.ip,
+      });
+      if (result.kind === 'magic-link') return { magicLink: true as const };
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
-      return sendSession(reply, c, result.session, useCookie, deps.clock.now());
+      return sendSession(reply, c, result.session, body.cookie ?? true, deps.clock.now());
     },
   );
 };

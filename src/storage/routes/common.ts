@@ -64,8 +64,9 @@ export function keyOf(request: FastifyRequest): ParsedKey {
 }
 
 /**
- * The caller as the rules see it. An `x-admin-secret` (when a secret is configured) is a guess at it:
- * refused with 429 over the limits before it is compared, and counted when wrong (http/guesses.ts).
+ * The caller as the rules see it, with "admin" decided here, once. An `x-admin-secret` (when a secret is
+ * configured) is a guess at it: refused with 429 over the limits before it is compared, and counted when
+ * wrong (http/guesses.ts).
  */
 export async function callerOf(
   request: FastifyRequest,
@@ -73,8 +74,10 @@ export async function callerOf(
   config: Config,
 ): Promise<Caller> {
   const secret = request.headers['x-admin-secret'];
-  if (typeof secret === 'string' && secret !== '' && config.HASURA_GRAPHQL_ADMIN_SECRET !== '')
-    await request.server.guesses.guard(ADMIN_SECRET_SUBJECT, request.ip, () => isAdmin(config, secret));
+  const admin =
+    typeof secret === 'string' && secret !== '' && config.HASURA_GRAPHQL_ADMIN_SECRET !== ''
+      ? await request.server.guesses.guard(ADMIN_SECRET_SUBJECT, request.ip, () => isAdmin(config, secret))
+      : false;
   // A copy for the rules. An empty `?token=` must never equal the empty token of an object stored without
   // one (S3 objects put by other tools): rules compare `request.query.token === resource.Metadata.token`.
   const { token, ...rest } = query;
@@ -82,7 +85,8 @@ export async function callerOf(
     method: request.method,
     query: token === '' ? rest : { ...query },
     auth: await request.identity(),
-    adminSecret: typeof secret === 'string' ? secret : undefined,
+    admin,
+    adminSecretSent: typeof secret === 'string' && secret !== '',
     log: request.log,
   };
 }

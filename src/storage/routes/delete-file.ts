@@ -23,9 +23,7 @@ export const deleteFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps
   { deps },
 ) => {
   app.delete('/o/*', { schema }, async (request, reply) => {
-    const key = keyOf(request);
-    await deleteFile(deps, key, await callerOf(request, request.query, deps.config));
-    await deps.images.forget(key.key);
+    await deleteFile(deps, keyOf(request), await callerOf(request, request.query, deps.config));
     return reply.code(204).send(null);
   });
 };

@@ -1,0 +1,141 @@
+/**
+ * Uploads: one call (`uploadFile`) takes a file as it arrives (an IncomingFile, whatever the HTTP
+ * encoding), decides the content type and the rules on its first bytes, streams it into the store under
+ * the size limit, and forgets the image variants of the version it replaces.
+ */
+import { randomUUID } from 'node:crypto';
+import { pipeline, type Readable, Transform } from 'node:stream';
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import type { ObjectInfo } from './backends/object-store.ts';
+import type { ParsedKey } from './keys.ts';
+import { NOT_YET_KNOWN } from './rules/expression.ts';
+import type { Operation } from './rules/rules.ts';
+import { type Caller, refused, ruleInput, type StorageDeps, store } from './service.ts';
+import { chooseContentType, emptyFileType, SNIFF_BYTES } from './sniff.ts';
+
+/**
+ * A file as it arrives, taken out of its HTTP encoding (routes/incoming-file.ts). The stream fails with
+ * an AppError when the client is at fault (a body cut short or malformed: 400), so a failure reaching
+ * the upload says by its type whose fault it is.
+ */
+export interface IncomingFile {
+  stream: Readable;
+  /** The part's file name (multipart), if any. */
+  filename?: string;
+  /** The declared type: the part's or the request's Content-Type. */
+  mimetype?: string;
+  /** The body length when the client declared it (raw uploads). */
+  declaredSize?: number;
+  /**
+   * Reads what follows the file in the body and rejects (400) when it holds a second file. Awaited once
+   * the file's bytes have all arrived, after the rules, before the object is committed.
+   */
+  checkRest?: () => Promise<void>;
+}
+
+function tooLarge(config: Config): AppError {
+  return new AppError(
+    'PAYLOAD_TOO_LARGE',
+    `The file is larger than the upload limit of ${config.STORAGE_MAX_UPLOAD_SIZE} bytes.`,
+  );
+}
+
+/** Bytes of an upload buffered ahead of the store (one socket read's worth). */
+const UPLOAD_BUFFER = 64 * 1024;
+
+/**
+ * Streams an upload into the store. The bytes flow through one guard that holds back the first
+ * SNIFF_BYTES until the type and the rules are settled, counts the rest (413 past
+ * STORAGE_MAX_UPLOAD_SIZE) and, at the end, settles rules that need the final size and checks for extra
+ * parts; any failure errors the body, and the store then keeps nothing. Once stored, the image variants
+ * of the version it replaced are forgotten.
+ */
+export async function uploadFile(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  file: IncomingFile,
+): Promise<ObjectInfo> {
+  const { config, objects } = deps;
+  if (key.folder) throw new AppError('FOLDER_UPLOAD');
+  const max = config.STORAGE_MAX_UPLOAD_SIZE;
+  if (file.declaredSize !== undefined && file.declaredSize > max) throw tooLarge(config);
+
+  const existing = await store(() => objects.head(key.key));
+  const name = file.filename || key.key.slice(key.key.lastIndexOf('/') + 1);
+  const op: Operation = existing ? 'update' : 'create';
+  let contentType = '';
+  const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
+
+  let head!: { resolve: (first: Buffer) => void; reject: (err: Error) => void };
+  const first = new Promise<Buffer>((resolve, reject) => {
+    head = { resolve, reject };
+  });
+  // Settled once the early rules decision is made; the end-of-body checks wait for it.
+  let settle!: (decideAtEnd: boolean) => void;
+  const settled = new Promise<boolean>((resolve) => {
+    settle = resolve;
+  });
+  const held: Buffer[] = [];
+  let peeking = true;
+  let size = 0;
+  const release = (guard: Transform) => {
+    peeking = false;
+    head.resolve(Buffer.concat(held).subarray(0, SNIFF_BYTES));
+    for (const c of held) guard.push(c);
+    held.length = 0;
+  };
+  const guard = new Transform({
+    highWaterMark: UPLOAD_BUFFER,
+    transform(chunk: Buffer, _enc, cb) {
+      size += chunk.length;
+      if (size > max) return cb(tooLarge(config));
+      if (!peeking) return cb(null, chunk);
+      held.push(chunk);
+      if (size >= SNIFF_BYTES) release(this);
+      cb();
+    },
+    flush(cb) {
+      if (peeking) release(this);
+      settled
+        .then(async (decideAtEnd) => {
+          if (decideAtEnd) {
+            const input = ruleInput(key, caller, resource(size));
+            const decision = deps.rules.decide(op, input);
+            if (decision.allowed !== true) throw refused(deps, op, input, caller, decision);
+          }
+          await file.checkRest?.();
+        })
+        .then(() => cb(), cb);
+    },
+  });
+  // An error on either side ends both: a client that leaves errors the guard (and so the store's write),
+  // and a refusal by the guard stops reading the client's body.
+  pipeline(file.stream, guard, (err) => {
+    if (err && peeking) head.reject(err);
+  });
+
+  let info: ObjectInfo;
+  try {
+    const head = await first;
+    // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body:
+    // zero bytes are no image, PDF or archive, whatever was declared (an empty text is still text).
+    contentType = head.length === 0 ? emptyFileType(file.mimetype) : chooseContentType(file.mimetype, head);
+    let decideAtEnd = false;
+    if (!caller.admin) {
+      const input = ruleInput(key, caller, resource(file.declaredSize ?? NOT_YET_KNOWN));
+      const early = deps.rules.decide(op, input);
+      if (early.allowed === false) throw refused(deps, op, input, caller, early);
+      decideAtEnd = early.allowed === 'later';
+    }
+    settle(decideAtEnd);
+    const token = existing?.token || randomUUID();
+    info = await store(() => objects.put(key.key, guard, { contentType, token }));
+  } catch (err) {
+    guard.destroy();
+    throw err;
+  }
+  await deps.images.forget(key.key);
+  return info;
+}
