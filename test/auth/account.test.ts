@@ -98,7 +98,7 @@ for (const kind of dbKinds()) {
       const missing = await change(t, s.jwt, { old_password: s.password });
       assert.equal(missing.json().message, '"new_password" is required');
       const short = await change(t, s.jwt, { old_password: s.password, new_password: 'ab' });
-      assert.equal(short.json().message, '"new_password" length must be at least 3 characters long');
+      assert.equal(short.json().message, '"new_password" length must be at least 8 characters long');
     });
   });
 

@@ -157,7 +157,7 @@ for (const kind of dbKinds()) {
     it('refuses a password shorter than MIN_PASSWORD_LENGTH or longer than 128', async () => {
       const short = await register(t, { email: newEmail(), password: 'ab' });
       assert.equal(short.statusCode, 400);
-      assert.equal(short.json().message, '"password" length must be at least 3 characters long');
+      assert.equal(short.json().message, '"password" length must be at least 8 characters long');
       const long = await register(t, { email: newEmail(), password: 'x'.repeat(129) });
       assert.equal(
         long.json().message,
