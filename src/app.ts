@@ -17,6 +17,7 @@ import type { TrustProxy } from './config.ts';
 import { consoleRoutes } from './console/plugin.ts';
 import { type AppContext, authDeps } from './context.ts';
 import { AppError } from './errors.ts';
+import { registerApiReference } from './http/api-reference.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
@@ -170,6 +171,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/console/', 302));
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  if (config.API_REFERENCE_ENABLED) await registerApiReference(app);
   return app;
 }
 
