@@ -7,6 +7,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { signedInRoutes } from '../../http/identity.ts';
+import { gate, notServed, registerWhen } from '../../http/switched-off.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
@@ -44,14 +45,21 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     signedInRoutes(async (signedIn) => {
       await signedIn.register(tokenRevokeRoute, { deps });
       await signedIn.register(changePasswordRoute, { deps });
-      if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
-      if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
+      await registerWhen(signedIn, gate(c, { CHANGE_EMAIL_ENABLED: true, VERIFY_EMAILS: false }), (s) =>
+        s.register(changeEmailRoute, { deps }),
+      );
+      await registerWhen(signedIn, gate(c, { ALLOW_USER_SELF_DELETE: true }), (s) =>
+        s.register(deleteRoute, { deps }),
+      );
     }),
   );
-  if (c.MFA_ENABLED) {
-    if (!opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
-    await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });
-  }
+  if (c.MFA_ENABLED && !opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
+  await registerWhen(app, gate(c, { MFA_ENABLED: true }), (s) =>
+    s.register(mfaRoutes, {
+      deps: { ...deps, box: opts.mfaBox ?? notServed<SecretBox>('the MFA secret box') },
+      prefix: '/mfa',
+    }),
+  );
   await app.register(emailRoutes, { deps });
   await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
 };
