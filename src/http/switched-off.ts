@@ -73,6 +73,13 @@ export function keepSwitchedOff(app: FastifyInstance): void {
   keptByApp.set(app, []);
 }
 
+/** True in the instance that only documents switched-off routes: no service is there to use. */
+export function documentsOnly(scope: FastifyInstance): boolean {
+  for (let s: object | null = scope; s !== null; s = Object.getPrototypeOf(s))
+    if (documenting.has(s)) return true;
+  return false;
+}
+
 /**
  * Runs `register` in `scope` when the gate is open; otherwise keeps it for the OpenAPI document. Without
  * `keepSwitchedOff` on the app (a group registered on its own), a closed gate registers nothing.

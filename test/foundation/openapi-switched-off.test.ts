@@ -131,4 +131,28 @@ describe('switched-off routes in /openapi.json', () => {
       await on.close();
     }
   });
+
+  it('name both settings for a route inside a switched-off group', async () => {
+    const noAuth = await buildTestApp('pglite', { AUTH_ENABLED: false });
+    try {
+      const ops = marked(await get(noAuth));
+      assert.equal(ops.get('POST /auth/login')?.['x-gatehouse-enabled-by'], 'AUTH_ENABLED=true');
+      assert.equal(
+        ops.get('POST /auth/delete')?.['x-gatehouse-enabled-by'],
+        'AUTH_ENABLED=true and ALLOW_USER_SELF_DELETE=true',
+      );
+      assert.ok(
+        ops
+          .get('POST /auth/delete')
+          ?.description?.startsWith(
+            'Switched off here: set AUTH_ENABLED=true and ALLOW_USER_SELF_DELETE=true.',
+          ),
+      );
+      assert.equal(ops.get('POST /auth/mfa/totp')?.['x-gatehouse-enabled-by'], 'AUTH_ENABLED=true');
+      const res = await noAuth.app.inject({ method: 'POST', url: '/auth/login', payload: {} });
+      assert.equal(res.statusCode, 404);
+    } finally {
+      await noAuth.close();
+    }
+  });
 });

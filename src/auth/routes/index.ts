@@ -7,7 +7,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { signedInRoutes } from '../../http/identity.ts';
-import { gate, notServed, registerWhen } from '../../http/switched-off.ts';
+import { documentsOnly, gate, notServed, registerWhen } from '../../http/switched-off.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
@@ -53,7 +53,8 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
       );
     }),
   );
-  if (c.MFA_ENABLED && !opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
+  if (c.MFA_ENABLED && !opts.mfaBox && !documentsOnly(app))
+    throw new Error('MFA_ENABLED needs the MFA secret box of the context');
   await registerWhen(app, gate(c, { MFA_ENABLED: true }), (s) =>
     s.register(mfaRoutes, {
       deps: { ...deps, box: opts.mfaBox ?? notServed<SecretBox>('the MFA secret box') },

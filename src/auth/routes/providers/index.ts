@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { signedInRoutes } from '../../../http/identity.ts';
-import { type Gate, gate, notServed, registerWhen } from '../../../http/switched-off.ts';
+import { documentsOnly, type Gate, gate, notServed, registerWhen } from '../../../http/switched-off.ts';
 import type { AuthDeps } from '../../deps.ts';
 import { type OAuthDeps, ProviderRegistry, providerTokenBox } from '../../flows/oauth.ts';
 import type { SecretBox } from '../../mfa/secret-box.ts';
@@ -28,7 +28,7 @@ export const providerRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: Secret
     // (No box for the instance that only documents the routes: making one may write a key file.)
     const box =
       opts.mfaBox ??
-      (anyProvider.on ? providerTokenBox(opts.deps) : notServed<SecretBox>('the provider token box'));
+      (documentsOnly(scope) ? notServed<SecretBox>('the provider token box') : providerTokenBox(opts.deps));
     const deps: OAuthDeps = { ...opts.deps, registry, box };
     await scope.register(providerStartRoute, { deps });
     await scope.register(providerCallbackRoute, { deps });
