@@ -1,6 +1,7 @@
 /**
  * The /auth route group. Each route lives in its own file (schema at the top, a short handler that calls
- * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path.
+ * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path
+ * (it is still listed in /openapi.json, marked: http/switched-off.ts).
  * Public routes are registered here; routes for a signed-in caller in a context of their own, whose hook
  * authenticates the caller (and checks CSRF for cookie credentials) before any of their handlers runs.
  */
