@@ -40,6 +40,8 @@ export async function registerApiReference(app: FastifyInstance): Promise<void> 
     // No badge: it would send the document to validator.swagger.io to be checked.
     validatorUrl: false,
     uiConfig: {
+      // Without Swagger UI's top bar: its box that loads any other document is of no use here.
+      layout: 'BaseLayout',
       deepLinking: true,
       docExpansion: 'list',
       defaultModelsExpandDepth: 0,

@@ -1,11 +1,12 @@
 /**
  * The API reference at /docs: Swagger UI drawn in a real browser (Debian's Chromium driven by
  * playwright-core) from the service's own files, every request on 127.0.0.1, no console error and no
- * refusal by the Content-Security-Policy; photographed into docs/console/api-reference.png. Over inject:
+ * refusal by the Content-Security-Policy, a switched-off route shown with its setting; photographed into
+ * docs/console/api-reference.png. Over inject:
  * the page keeps its relaxed policy to itself, and production serves no /docs unless told to.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -14,6 +15,7 @@ import { HS } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
 import { REPO_ROOT } from '../helpers/process.ts';
 import { runsHere } from '../helpers/requirements.ts';
+import { keepScreenshot } from '../helpers/screenshots.ts';
 
 const SHOT = path.join(REPO_ROOT, 'docs/console/api-reference.png');
 const PRODUCTION = {
@@ -141,11 +143,20 @@ if (runsHere('chromium', 'the API reference in headless Chromium')) {
       // Opening an operation shows its schema: the page works, not only draws.
       await page.locator('.opblock-summary-path[data-path="/auth/login"]').first().click();
       await page.locator('.opblock.is-open .opblock-section-header', { hasText: 'Request body' }).waitFor();
-      await page.evaluate('window.scrollTo(0, 0)');
+      // A route switched off here is listed with the setting that turns it on.
+      await page.locator('.opblock-summary-path[data-path="/auth/change-password/request"]').first().click();
+      const note = page.getByText('Switched off here: set LOST_PASSWORD_ENABLED=true.').first();
+      await note.waitFor();
+      // The picture shows that route opened: its summary, the note and the start of its schema.
+      await page
+        .locator('.opblock-summary-path[data-path="/auth/change-password/request"]')
+        .first()
+        .evaluate((el) => (el as unknown as { scrollIntoView(): void }).scrollIntoView());
+      await page.evaluate('window.scrollBy(0, -60)');
       const png = await page.screenshot({ type: 'png', caret: 'hide', animations: 'disabled' });
       assert.ok(png.length < 200_000, `api-reference.png is ${png.length} bytes`);
       mkdirSync(path.dirname(SHOT), { recursive: true });
-      writeFileSync(SHOT, png);
+      await keepScreenshot(SHOT, png);
       assert.deepEqual(elsewhere, [], 'no request left 127.0.0.1');
       assert.deepEqual(problems, [], 'no failed request, script error or CSP refusal');
     });
