@@ -67,6 +67,7 @@ describe('GET /docs', () => {
       assert.equal(page.statusCode, 200);
       const csp = String(page.headers['content-security-policy']);
       assert.match(csp, /script-src 'self'(;|$)/, 'scripts from this origin only, none inline');
+      assert.match(csp, /style-src 'self'(;|$)/, 'styles from this origin only, none inline');
       assert.doesNotMatch(csp, /https:|\*/, 'nothing from another origin');
       const bundle = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-ui-bundle.js' });
       assert.equal(bundle.statusCode, 200);
