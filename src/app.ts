@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import cookie from '@fastify/cookie';
-import swagger from '@fastify/swagger';
+import swagger, { type SwaggerOptions } from '@fastify/swagger';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -17,15 +17,26 @@ import type { TrustProxy } from './config.ts';
 import { consoleRoutes } from './console/plugin.ts';
 import { type AppContext, authDeps } from './context.ts';
 import { AppError } from './errors.ts';
+import { registerApiReference } from './http/api-reference.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { healthRoutes, type ReadinessCheck } from './http/health.ts';
 import { identityPlugin } from './http/identity.ts';
 import { createLogger } from './http/logging.ts';
 import { rateLimitPlugin } from './http/rate-limit.ts';
 import { installSecurity, NO_CACHE_HEADERS, securityHeaders } from './http/security.ts';
+import {
+  gate,
+  keepSwitchedOff,
+  mergePaths,
+  notServed,
+  type OpenApiPaths,
+  registerWhen,
+  switchedOffPaths,
+} from './http/switched-off.ts';
 import { validatorCompiler } from './http/validation.ts';
 import { outboxDir } from './mail/mailer.ts';
 import { metricsPlugin } from './metrics/plugin.ts';
+import type { StorageRouteDeps } from './storage/routes/common.ts';
 import { storageRoutes } from './storage/routes/index.ts';
 
 export interface BuildOptions {
@@ -84,7 +95,10 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     done();
   });
 
-  await app.register(swagger, {
+  // Routes switched off by a setting are listed too, marked (http/switched-off.ts); filled once the
+  // route groups are registered, before the document is first asked for.
+  let off: OpenApiPaths = { paths: {} };
+  const openapi: SwaggerOptions = {
     openapi: {
       openapi: '3.0.3',
       info: {
@@ -100,7 +114,13 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
         },
       },
     },
+  };
+  await app.register(swagger, {
+    ...openapi,
+    transformObject: (doc) =>
+      'openapiObject' in doc ? mergePaths(doc.openapiObject as OpenApiPaths, off) : doc.swaggerObject,
   });
+  keepSwitchedOff(app);
   await installSecurity(app, config, headers);
 
   // While the app closes (a graceful stop), requests that still arrive on open keep-alive connections are
@@ -135,7 +155,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
 
   await app.register(healthRoutes, { db: ctx.db, checks: readiness });
 
-  if (config.AUTH_ENABLED) {
+  {
     const authGroup: FastifyPluginAsync = async (auth) => {
       auth.addHook('onSend', async (_req, reply) => {
         // A route that declares its answer public (the JWKS) keeps that; everything else is no-store.
@@ -146,12 +166,26 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       });
       await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
     };
-    await app.register(authGroup, { prefix: '/auth' });
+    await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
+      s.register(authGroup, { prefix: '/auth' }),
+    );
   }
   if (ctx.storage) {
     const { objects, rules, images } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+  } else {
+    await registerWhen(app, gate(config, { STORAGE_ENABLED: true }), (s) =>
+      s.register(storageRoutes, {
+        deps: {
+          config,
+          objects: notServed<StorageRouteDeps['objects']>('the object store'),
+          rules: notServed<StorageRouteDeps['rules']>('the storage rules'),
+          images: notServed<StorageRouteDeps['images']>('the image transforms'),
+        },
+        prefix: '/storage',
+      }),
+    );
   }
 
   if (config.CONSOLE_ENABLED) {
@@ -169,7 +203,9 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     // production `/` stays the JSON 404 an API answers (the console there is for the admin only).
     app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/console/', 302));
   }
+  off = await switchedOffPaths(app, openapi);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  if (config.API_REFERENCE_ENABLED) await registerApiReference(app);
   return app;
 }
 

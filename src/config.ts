@@ -1016,6 +1016,14 @@ const SETTINGS = {
     ),
     '`true`; `false` in production',
   ),
+  API_REFERENCE_ENABLED: shownAs(
+    bool(
+      OPS,
+      (c) => c.NODE_ENV !== 'production',
+      'The browsable API reference at `/docs` (Swagger UI over `GET /openapi.json`, its files served by the service itself). `/openapi.json` is served whatever this says.',
+    ),
+    '`true`; `false` in production',
+  ),
 
   // --- OAuth and OpenID Connect providers (issue 19) ---
   PROVIDER_SUCCESS_REDIRECT: str(

@@ -72,7 +72,7 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
       address,
       database: where,
       outboxDir: ctx.mailer.mode === 'outbox' ? outboxDir(config) : undefined,
-      apiReference: false,
+      apiReference: config.API_REFERENCE_ENABLED,
     });
     opts.log.info({ ...banner.fields, database: ctx.db.kind, dataDir: config.DATA_DIR }, banner.message);
     if (config.HASURA_ENDPOINT) {

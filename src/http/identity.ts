@@ -138,6 +138,16 @@ export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: Iden
   });
 });
 
+/** The contexts made signed-in by `signedInContext`. */
+const signedInScopes = new WeakSet<object>();
+
+/** Whether `scope` is a signed-in context or inside one (a child context is `Object.create(parent)`). */
+export function isSignedInContext(scope: FastifyInstance): boolean {
+  for (let s: object | null = scope; s !== null; s = Object.getPrototypeOf(s))
+    if (signedInScopes.has(s)) return true;
+  return false;
+}
+
 /** The OpenAPI security of a signed-in route: an access token (header or the cookie that holds one). */
 const SIGNED_IN_SECURITY = [{ bearer: [] }];
 
@@ -150,6 +160,7 @@ const SIGNED_IN_SECURITY = [{ bearer: [] }];
  * declares its own must include it.
  */
 function signedInContext(scope: FastifyInstance): void {
+  signedInScopes.add(scope);
   scope.addHook('onRoute', (route) => {
     const schema = route.schema as { security?: Record<string, unknown>[] } | undefined;
     if (schema?.security === undefined) {

@@ -69,14 +69,20 @@ describe('a development start on the defaults', () => {
     assert.equal(new URL(link).origin, line['url'], 'the link opens the origin the log names');
   });
 
-  it('names the console and the outbox folder in the start line', () => {
+  it('names the console, the API reference and the outbox folder in the start line', async () => {
     const line = startLine();
     const consoleUrl = `http://localhost:${port}/console/`;
+    const apiReference = `http://localhost:${port}/docs`;
     const outbox = path.resolve(dataDir, 'outbox');
     assert.equal(line['console'], consoleUrl);
+    assert.equal(line['apiReference'], apiReference);
     assert.equal(line['outbox'], outbox);
     assert.ok(String(line['msg']).includes(consoleUrl), 'the message names the console');
+    assert.ok(String(line['msg']).includes(apiReference), 'the message names the API reference');
     assert.ok(String(line['msg']).includes(outbox), 'the message names the outbox');
+    const page = await fetch(`${server.address}/docs`);
+    assert.equal(page.status, 200, 'the API reference the log names is served');
+    assert.match(await page.text(), /swagger-ui-bundle\.js/);
   });
 
   it('redirects GET / to the console', async () => {

@@ -50,7 +50,7 @@ describe('GET /openapi.json', () => {
     assert.equal(result.valid, true);
   });
 
-  it('lists every registered route and method (HEAD aside), and only /openapi.json and the console are hidden', () => {
+  it('lists every registered route and method (HEAD aside), and only /openapi.json, / and the console, and /docs are hidden', () => {
     const hidden: string[] = [];
     const missing: string[] = [];
     let listed = 0;
@@ -68,9 +68,11 @@ describe('GET /openapi.json', () => {
       }
     }
     assert.deepEqual(missing, []);
-    // The document itself, the CORS preflight catch-all of @fastify/cors, and the development console's
-    // page and its own JSON (no API: test/console/routes.test.ts).
-    assert.deepEqual(hidden.filter((name) => !/^GET \/console(\/|$)/.test(name)).sort(), [
+    // The document itself, the CORS preflight catch-all of @fastify/cors, the development console's page
+    // and its own JSON (no API: test/console/routes.test.ts) with `/`, which leads there outside
+    // production, and the API reference's page and files.
+    assert.deepEqual(hidden.filter((name) => !/^GET \/(console|docs)(\/|$)/.test(name)).sort(), [
+      'GET /',
       'GET /openapi.json',
       'OPTIONS *',
     ]);

@@ -73,6 +73,8 @@ interface OpenApiOperation {
   parameters?: { in: string; name: string; schema?: Schema }[];
   requestBody?: { content?: Record<string, { schema?: Schema }> };
   security?: Record<string, string[]>[];
+  /** False on a route this configuration switches off (listed, marked, answering 404). */
+  'x-gatehouse-enabled'?: boolean;
 }
 
 /** Every operation of an OpenAPI document, plus the routes it does not list that a client can still call. */
@@ -80,6 +82,9 @@ export function operationsOf(doc: { paths: Record<string, Record<string, OpenApi
   const ops: Operation[] = [];
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(methods)) {
+      // A switched-off route is a 404 like any unknown path (the fuzzer sends those too): requests spent
+      // on it would reach no handler.
+      if (op['x-gatehouse-enabled'] === false) continue;
       const security = op.security?.some((s) => 'bearer' in s)
         ? op.security.some((s) => Object.keys(s).length === 0)
           ? 'optional'

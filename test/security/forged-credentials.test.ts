@@ -38,6 +38,8 @@ type JsonSchema = {
 
 interface Operation {
   security?: Record<string, string[]>[];
+  /** False on a route this configuration switches off (listed, marked, answering 404). */
+  'x-gatehouse-enabled'?: boolean;
   requestBody?: { content?: Record<string, { schema?: JsonSchema }> };
 }
 
@@ -122,6 +124,8 @@ async function securedRoutes(): Promise<SecuredRoute[]> {
         };
         for (const [path, ops] of Object.entries(doc.paths)) {
           for (const [method, op] of Object.entries(ops)) {
+            // A route this setup switches off answers 404 to everyone; another setup serves it.
+            if (op['x-gatehouse-enabled'] === false) continue;
             if (!op.security?.some((s) => 'bearer' in s)) continue;
             const key = `${method.toUpperCase()} ${path}`;
             if (found.has(key)) continue;

@@ -4,6 +4,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { signedInRoutes } from '../../http/identity.ts';
+import { gate, registerWhen } from '../../http/switched-off.ts';
 import type { AuthDeps } from '../deps.ts';
 import { activateResendRoute } from './activate-resend.ts';
 import { changeEmailChangeRoute } from './change-email-change.ts';
@@ -14,20 +15,21 @@ import { magicLinkRoute } from './magic-link.ts';
 
 export const emailRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, opts) => {
   const c = opts.deps.config;
-  const sends = opts.deps.mailer.sends;
-  if (c.MAGIC_LINK_ENABLED) await app.register(magicLinkRoute, opts);
-  if (sends && (!c.AUTO_ACTIVATE_NEW_USERS || c.MAGIC_LINK_ENABLED))
-    await app.register(activateResendRoute, opts);
-  if (c.CHANGE_EMAIL_ENABLED && c.VERIFY_EMAILS) {
-    if (sends) {
-      await app.register(
-        signedInRoutes(async (signedIn) => signedIn.register(changeEmailRequestRoute, opts)),
-      );
-    }
-    await app.register(changeEmailChangeRoute, opts);
-  }
-  if (c.LOST_PASSWORD_ENABLED) {
-    if (sends) await app.register(changePasswordRequestRoute, opts);
-    await app.register(changePasswordChangeRoute, opts);
-  }
+  // The mailer sends when EMAILS_ENABLED is on (mail/mailer.ts).
+  const mail = opts.deps.mailer.sends ? [] : ['EMAILS_ENABLED=true'];
+  await registerWhen(app, gate(c, { MAGIC_LINK_ENABLED: true }), (s) => s.register(magicLinkRoute, opts));
+  // Resending is for accounts waiting for their link: activation emails, or magic links.
+  const resend = c.MAGIC_LINK_ENABLED ? gate(c, {}, mail) : gate(c, { AUTO_ACTIVATE_NEW_USERS: false }, mail);
+  await registerWhen(app, resend, (s) => s.register(activateResendRoute, opts));
+  const changeEmail = { CHANGE_EMAIL_ENABLED: true, VERIFY_EMAILS: true };
+  await registerWhen(app, gate(c, changeEmail, mail), (s) =>
+    s.register(signedInRoutes(async (signedIn) => signedIn.register(changeEmailRequestRoute, opts))),
+  );
+  await registerWhen(app, gate(c, changeEmail), (s) => s.register(changeEmailChangeRoute, opts));
+  await registerWhen(app, gate(c, { LOST_PASSWORD_ENABLED: true }, mail), (s) =>
+    s.register(changePasswordRequestRoute, opts),
+  );
+  await registerWhen(app, gate(c, { LOST_PASSWORD_ENABLED: true }), (s) =>
+    s.register(changePasswordChangeRoute, opts),
+  );
 };

@@ -1,12 +1,14 @@
 /**
  * The /auth route group. Each route lives in its own file (schema at the top, a short handler that calls
- * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path.
+ * the domain); a route switched off by its setting is not registered, so it answers 404 like any unknown path
+ * (it is still listed in /openapi.json, marked: http/switched-off.ts).
  * Public routes are registered here; routes for a signed-in caller in a context of their own, whose hook
  * authenticates the caller (and checks CSRF for cookie credentials) before any of their handlers runs.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { signedInRoutes } from '../../http/identity.ts';
+import { documentsOnly, gate, notServed, registerWhen } from '../../http/switched-off.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
@@ -44,14 +46,22 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     signedInRoutes(async (signedIn) => {
       await signedIn.register(tokenRevokeRoute, { deps });
       await signedIn.register(changePasswordRoute, { deps });
-      if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
-      if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
+      await registerWhen(signedIn, gate(c, { CHANGE_EMAIL_ENABLED: true, VERIFY_EMAILS: false }), (s) =>
+        s.register(changeEmailRoute, { deps }),
+      );
+      await registerWhen(signedIn, gate(c, { ALLOW_USER_SELF_DELETE: true }), (s) =>
+        s.register(deleteRoute, { deps }),
+      );
     }),
   );
-  if (c.MFA_ENABLED) {
-    if (!opts.mfaBox) throw new Error('MFA_ENABLED needs the MFA secret box of the context');
-    await app.register(mfaRoutes, { deps: { ...deps, box: opts.mfaBox }, prefix: '/mfa' });
-  }
+  if (c.MFA_ENABLED && !opts.mfaBox && !documentsOnly(app))
+    throw new Error('MFA_ENABLED needs the MFA secret box of the context');
+  await registerWhen(app, gate(c, { MFA_ENABLED: true }), (s) =>
+    s.register(mfaRoutes, {
+      deps: { ...deps, box: opts.mfaBox ?? notServed<SecretBox>('the MFA secret box') },
+      prefix: '/mfa',
+    }),
+  );
   await app.register(emailRoutes, { deps });
   await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
 };

@@ -5,6 +5,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { signedInRoutes } from '../../../http/identity.ts';
+import { documentsOnly, type Gate, gate, notServed, registerWhen } from '../../../http/switched-off.ts';
 import type { AuthDeps } from '../../deps.ts';
 import { type OAuthDeps, ProviderRegistry, providerTokenBox } from '../../flows/oauth.ts';
 import type { SecretBox } from '../../mfa/secret-box.ts';
@@ -18,15 +19,26 @@ export const providerRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: Secret
   opts,
 ) => {
   const registry = new ProviderRegistry(opts.deps);
-  if (registry.providers.size === 0) return;
-  // Provider tokens are sealed like TOTP secrets, with the same key (and its rotation).
-  const deps: OAuthDeps = { ...opts.deps, registry, box: opts.mfaBox ?? providerTokenBox(opts.deps) };
-  await app.register(providerStartRoute, { deps });
-  await app.register(providerCallbackRoute, { deps });
-  await app.register(
-    signedInRoutes(async (signedIn) => {
-      await signedIn.register(providerUnlinkRoute, { deps });
-      if (deps.config.PROVIDER_TOKENS_STORED) await signedIn.register(providerTokensRoute, { deps });
-    }),
-  );
+  const anyProvider: Gate = {
+    on: registry.providers.size > 0,
+    enabledBy: 'a provider, e.g. GITHUB_ENABLED=true (docs/providers.md)',
+  };
+  await registerWhen(app, anyProvider, async (scope) => {
+    // Provider tokens are sealed like TOTP secrets, with the same key (and its rotation).
+    // (No box for the instance that only documents the routes: making one may write a key file.)
+    const box =
+      opts.mfaBox ??
+      (documentsOnly(scope) ? notServed<SecretBox>('the provider token box') : providerTokenBox(opts.deps));
+    const deps: OAuthDeps = { ...opts.deps, registry, box };
+    await scope.register(providerStartRoute, { deps });
+    await scope.register(providerCallbackRoute, { deps });
+    await scope.register(
+      signedInRoutes(async (signedIn) => {
+        await signedIn.register(providerUnlinkRoute, { deps });
+        await registerWhen(signedIn, gate(deps.config, { PROVIDER_TOKENS_STORED: true }), (s) =>
+          s.register(providerTokensRoute, { deps }),
+        );
+      }),
+    );
+  });
 };
