@@ -120,7 +120,9 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
     );
   });
   await app.register(cookie, { secret: ctx.cookieSecret });
-  await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
+  await app.register(identityPlugin, {
+    deps: { config, keys: ctx.keys, clock: ctx.clock, revocations: ctx.revocations },
+  });
   const readiness: ReadinessCheck[] = [];
   await app.register(rateLimitPlugin, { config, clock: ctx.clock, readiness });
   await app.register(metricsPlugin, {

@@ -14,6 +14,7 @@ import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { Passwords } from './auth/passwords.ts';
+import { Revocations } from './auth/revocations.ts';
 import { ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -45,6 +46,11 @@ export interface AppContext {
   readonly outbox: EmailOutbox;
   /** Work that runs after the response (flows that must answer the same for every address). */
   readonly tasks: BackgroundTasks;
+  /**
+   * The access tokens this instance refuses before their expiry (ended sessions, blocked accounts), kept
+   * current from the database through LISTEN/NOTIFY.
+   */
+  readonly revocations: Revocations;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
@@ -108,6 +114,9 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       await ensureAuthSchema({ config, db });
       if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
     }
+    // Listening and loaded before any route exists: no request is served with a list that misses one.
+    const revocations = new Revocations(db, clock, opts.log);
+    await revocations.start();
     const mailer = createMailer(config, { log: opts.log });
     const tasks = backgroundTasks(opts.log);
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later });
@@ -122,6 +131,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       mailer,
       outbox,
       tasks,
+      revocations,
       mfaBox,
       storage,
     };
@@ -177,8 +187,8 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, outbox } = ctx;
-  return { config, db, clock, keys, passwords, mailer: outbox };
+  const { config, db, clock, keys, passwords, outbox, revocations } = ctx;
+  return { config, db, clock, keys, passwords, mailer: outbox, revocations };
 }
 
 export async function closeContext(ctx: AppContext): Promise<void> {
@@ -190,5 +200,6 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   await ctx.storage?.objects.close();
   await ctx.storage?.images.close();
   await ctx.passwords.close();
+  await ctx.revocations.stop();
   await ctx.db.close();
 }

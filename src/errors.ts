@@ -58,6 +58,7 @@ export const ERRORS = {
   UNAUTHENTICATED: { status: 401, message: 'Not logged in' },
   INVALID_CREDENTIALS: { status: 401, message: 'Username and password do not match' },
   INVALID_REFRESH_TOKEN: { status: 401, message: 'Invalid or expired refresh token.' },
+  SESSION_NOT_FOUND: { status: 404, message: 'No such session.' },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },

@@ -20,6 +20,7 @@ import type { SessionDeps } from './deps.ts';
 import { checkBreached, hashKind, isHashingBusy } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
 import { newestAttemptPasswordHash } from './registration-store.ts';
+import { revoke } from './revocations.ts';
 import { secretsEqual } from './secrets.ts';
 import { endAllSessions, issueSession, type OwnSignIn, ownFamily, type Session } from './sessions.ts';
 import { issueTicket, retireTickets } from './tickets-store.ts';
@@ -74,7 +75,7 @@ export async function loginWithPassword(
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(deps, acc.id, { profile }) };
+  return { kind: 'session', session: await issueSession(deps, acc.id, { profile, method: 'password' }) };
 }
 
 /** True when a valid admin secret was sent for impersonation; 401 for a wrong one. */
@@ -154,7 +155,7 @@ export async function loginAnonymously(deps: SessionDeps): Promise<Session> {
       roles: [role],
       userData: { display_name: 'Anonymous user' },
     });
-    return issueSession(deps, accountId, { db: tx });
+    return issueSession(deps, accountId, { db: tx, method: 'anonymous' });
   });
 }
 
@@ -208,5 +209,9 @@ export async function deleteOwnAccount(
   const account = await findAccountByUserId(deps.db, userId);
   if (!account) throw new AppError('CANNOT_DELETE_ACCOUNT');
   await assertReauthenticated(deps, account, reauth);
-  if (!(await deleteUser(deps.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+  await deps.db.transaction(async (tx) => {
+    if (!(await deleteUser(tx, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+    // Its sessions went with it; every access token of the user is refused from now on.
+    await revoke(deps, tx, { userId });
+  });
 }

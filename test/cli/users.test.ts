@@ -129,7 +129,14 @@ for (const kind of dbKinds()) {
         const { issueSession } = await import('../../src/auth/sessions.ts');
         await assert.rejects(
           issueSession(
-            { config: ctx.config, db: ctx.db, clock: ctx.clock, keys: ctx.keys, passwords: ctx.passwords },
+            {
+              config: ctx.config,
+              db: ctx.db,
+              clock: ctx.clock,
+              keys: ctx.keys,
+              passwords: ctx.passwords,
+              revocations: ctx.revocations,
+            },
             (row.rows[0] as { id: string }).id,
           ),
           /ACCOUNT_DISABLED|This account is disabled/,

@@ -18,7 +18,7 @@ import {
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { checkBreached } from '../passwords.ts';
-import { deleteAccountSessions } from '../sessions-store.ts';
+import { endAllSessions } from '../sessions.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 
 /** POST /auth/change-password/request: resolves once the request is durably recorded. */
@@ -91,6 +91,6 @@ export async function resetPassword(
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
     await retireTickets(tx, now, account.id);
-    await deleteAccountSessions(tx, account.id);
+    await endAllSessions(deps, account.id, undefined, tx);
   });
 }

@@ -10,6 +10,8 @@ import { signedInContext } from '../../http/identity.ts';
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
+import { sessionBegunBy } from '../session-response.ts';
+import { describeSessionClient } from '../sessions-store.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
@@ -20,6 +22,7 @@ import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
 import { providerRoutes } from './providers/index.ts';
 import { registerRoute } from './register.ts';
+import { sessionsRoutes } from './sessions.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
@@ -33,6 +36,16 @@ export async function authRoutes(
   app.setNotFoundHandler(async () => {
     throw new AppError('NOT_FOUND');
   });
+  // A reply that hands out a new session records the client it began from (GET /auth/sessions shows it).
+  app.addHook('onSend', async (request, reply) => {
+    const sid = sessionBegunBy(reply);
+    if (sid === undefined) return;
+    const ua = request.headers['user-agent'];
+    await describeSessionClient(deps.db, sid, {
+      userAgent: typeof ua === 'string' ? ua.slice(0, 512) : null,
+      ip: request.ip ?? null,
+    });
+  });
   await app.register(registerRoute, { deps });
   await app.register(loginRoute, { deps });
   await app.register(logoutRoute, { deps });
@@ -43,6 +56,7 @@ export async function authRoutes(
   await app.register(async (signedIn) => {
     signedInContext(signedIn);
     await signedIn.register(tokenRevokeRoute, { deps });
+    await signedIn.register(sessionsRoutes, { deps });
     await signedIn.register(changePasswordRoute, { deps });
     if (c.CHANGE_EMAIL_ENABLED && !c.VERIFY_EMAILS) await signedIn.register(changeEmailRoute, { deps });
     if (c.ALLOW_USER_SELF_DELETE) await signedIn.register(deleteRoute, { deps });
