@@ -68,12 +68,6 @@ export class RevokedList {
     }
   }
 
-  clear(): void {
-    this.sessions.clear();
-    this.users.clear();
-    this.usersUntil.clear();
-  }
-
   /** Entries held: sessions plus users. */
   get size(): number {
     return this.sessions.size + this.users.size;
@@ -155,9 +149,9 @@ export class Revocations {
     }
     this.subscription = sub;
     void sub.lost.then(() => this.onLost(sub));
-    const now = this.clock.now();
-    const rows = await loadRevocations(this.db, now);
-    this.list.clear();
+    // Added to what the list holds, never replacing it: a notification heard while the table was being
+    // read may be of a row that read did not see. Every entry is a real revocation; prune() ages them out.
+    const rows = await loadRevocations(this.db, this.clock.now());
     for (const r of rows) this.list.apply(r);
     this.trusted = true;
   }
