@@ -151,9 +151,17 @@ export class Revocations {
     void sub.lost.then(() => this.onLost(sub));
     // Added to what the list holds, never replacing it: a notification heard while the table was being
     // read may be of a row that read did not see. Every entry is a real revocation; prune() ages them out.
-    const rows = await loadRevocations(this.db, this.clock.now());
+    let rows: Revocation[];
+    try {
+      rows = await loadRevocations(this.db, this.clock.now());
+    } catch (err) {
+      this.subscription = undefined;
+      await sub.close();
+      throw err;
+    }
     for (const r of rows) this.list.apply(r);
-    this.trusted = true;
+    // Lost again while loading: onLost has scheduled the next attempt; stay untrusted until it succeeds.
+    if (this.subscription === sub) this.trusted = true;
   }
 
   private heard(payload: string): void {
