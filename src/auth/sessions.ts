@@ -21,6 +21,7 @@ import {
   AccountGone,
   deleteAccountSessions,
   deleteSession,
+  describeSessionClient,
   findSessionToken,
   insertSessionToken,
   listAccountSessions,
@@ -354,4 +355,16 @@ export async function listSessions(
 export async function endOwnSession(deps: SessionDeps, accountId: string, sessionId: string): Promise<void> {
   if (!SESSION_ID.test(sessionId) || !(await endSessionById(deps, sessionId.toLowerCase(), accountId)))
     throw new AppError('SESSION_NOT_FOUND');
+}
+
+/** Records the client a session began from (its sign-in's user agent and address), as listed to its owner. */
+export async function recordSessionClient(
+  deps: SessionDeps,
+  sessionId: string,
+  client: { userAgent: string | undefined; ip: string | undefined },
+): Promise<void> {
+  await describeSessionClient(deps.db, sessionId, {
+    userAgent: client.userAgent === undefined ? null : client.userAgent.slice(0, 512),
+    ip: client.ip ?? null,
+  });
 }

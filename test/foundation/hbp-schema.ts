@@ -105,6 +105,15 @@ export const HBP_TRIGGERS: string[] = [
   'public.users set_public_users_updated_at BEFORE UPDATE ROW EXECUTE FUNCTION set_current_timestamp_updated_at()',
 ];
 
+/**
+ * Triggers Gatehouse adds to HBP's tables: a deleted account's access tokens are revoked whatever deleted
+ * it (migration 0010).
+ */
+export const MIGRATED_TRIGGERS: string[] = [
+  ...HBP_TRIGGERS,
+  'auth.accounts revoke_deleted_account AFTER DELETE ROW EXECUTE FUNCTION auth.revoke_deleted_account()',
+].sort();
+
 export const HBP_ROLES = ['anonymous', 'me', 'user'];
 export const HBP_PROVIDERS = [
   'apple',

@@ -21,8 +21,8 @@ import {
   HBP_DATA_SQL,
   HBP_MIGRATED_SQL,
   HBP_ROWS,
-  HBP_TRIGGERS,
   MIGRATED_COLUMNS,
+  MIGRATED_TRIGGERS,
   PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
@@ -93,7 +93,7 @@ for (const kind of dbKinds()) {
         assert.deepEqual(authTables, expectedAuth);
         assert.deepEqual(users_, [...(expectedUsers ?? []), ['name', 'text', true, null]]);
         assert.deepEqual(schema.constraints, [...HBP_CONSTRAINTS].sort());
-        assert.deepEqual(schema.triggers, HBP_TRIGGERS);
+        assert.deepEqual(schema.triggers, MIGRATED_TRIGGERS);
         assert.deepEqual(schema.roles, ['anonymous', 'editor', 'me', 'super-admin', 'user']);
         assert.deepEqual(schema.providers, PROVIDERS);
 

@@ -11,8 +11,8 @@ import {
   HBP_COLUMNS,
   HBP_CONSTRAINTS,
   HBP_ROLES,
-  HBP_TRIGGERS,
   MIGRATED_COLUMNS,
+  MIGRATED_TRIGGERS,
   PROVIDERS,
   readSchema,
 } from './hbp-schema.ts';
@@ -45,8 +45,8 @@ for (const kind of dbKinds()) {
       assert.deepEqual(schema.indexes, implied);
     });
 
-    it('has the three updated_at triggers', () => {
-      assert.deepEqual(schema.triggers, HBP_TRIGGERS);
+    it('has the three updated_at triggers and the revocation of deleted accounts', () => {
+      assert.deepEqual(schema.triggers, MIGRATED_TRIGGERS);
     });
 
     it("seeds the roles user, anonymous, me, HBP's eight providers and oidc", () => {

@@ -11,12 +11,13 @@ import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
 import { sessionBegunBy } from '../session-response.ts';
-import { describeSessionClient } from '../sessions-store.ts';
+import { recordSessionClient } from '../sessions.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
 import { deleteRoute } from './delete.ts';
 import { emailRoutes } from './email-routes.ts';
+import { hasuraWebhookRoute } from './hasura-webhook.ts';
 import { jwksRoute } from './jwks.ts';
 import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
@@ -41,9 +42,9 @@ export async function authRoutes(
     const sid = sessionBegunBy(reply);
     if (sid === undefined) return;
     const ua = request.headers['user-agent'];
-    await describeSessionClient(deps.db, sid, {
-      userAgent: typeof ua === 'string' ? ua.slice(0, 512) : null,
-      ip: request.ip ?? null,
+    await recordSessionClient(deps, sid, {
+      userAgent: typeof ua === 'string' ? ua : undefined,
+      ip: request.ip,
     });
   });
   await app.register(registerRoute, { deps });
@@ -52,6 +53,7 @@ export async function authRoutes(
   await app.register(activateRoute, { deps });
   await app.register(tokenRefreshRoute, { deps });
   await app.register(jwksRoute, { deps });
+  await app.register(hasuraWebhookRoute, { deps });
   // Routes for the signed-in caller only: their context's hook authenticates (http/identity.ts).
   await app.register(async (signedIn) => {
     signedInContext(signedIn);

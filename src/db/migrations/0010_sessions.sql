@@ -42,3 +42,23 @@ CREATE TABLE IF NOT EXISTS auth.revocations (
 CREATE INDEX IF NOT EXISTS revocations_expires_at_idx ON auth.revocations (expires_at);
 CREATE INDEX IF NOT EXISTS revocations_session_id_idx ON auth.revocations (session_id);
 CREATE INDEX IF NOT EXISTS revocations_user_id_idx ON auth.revocations (user_id);
+
+-- An account deleted by any path (POST /auth/delete, the CLI, or straight SQL and the GraphQL engine's
+-- console, which Gatehouse never sees) has every access token refused from now on. The database does not
+-- know JWT_EXPIRES_IN, so the entry is kept 30 days, far beyond any sensible access-token lifetime.
+CREATE OR REPLACE FUNCTION auth.revoke_deleted_account() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  expires timestamptz := now() + interval '30 days';
+BEGIN
+  INSERT INTO auth.revocations (user_id, issued_before, expires_at) VALUES (OLD.user_id, now(), expires);
+  PERFORM pg_notify('gatehouse_revocations', json_build_object(
+    'userId', OLD.user_id,
+    'issuedBefore', floor(extract(epoch FROM now()) * 1000),
+    'expiresAt', floor(extract(epoch FROM expires) * 1000),
+    'at', floor(extract(epoch FROM now()) * 1000))::text);
+  RETURN OLD;
+END
+$$;
+DROP TRIGGER IF EXISTS revoke_deleted_account ON auth.accounts;
+CREATE TRIGGER revoke_deleted_account AFTER DELETE ON auth.accounts
+  FOR EACH ROW EXECUTE FUNCTION auth.revoke_deleted_account();
