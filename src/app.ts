@@ -131,6 +131,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}) {
       passwords: ctx.passwords,
       outbox: ctx.outbox.sends ? ctx.outbox : undefined,
       poolStats: ctx.db.poolStats?.bind(ctx.db),
+      revocations: ctx.revocations,
       images: ctx.storage?.images,
     },
   });
