@@ -54,6 +54,25 @@ async function notify(db: Queryable, r: Revocation): Promise<void> {
   await db.query('NotifyRevocation', 'SELECT pg_notify($1, $2)', [REVOCATIONS_CHANNEL, JSON.stringify(r)]);
 }
 
+/** A heartbeat on the channel: the instance that sends it expects to hear it back. */
+export async function notifyHeartbeat(db: Queryable, nonce: string): Promise<void> {
+  await db.query('NotifyRevocationHeartbeat', 'SELECT pg_notify($1, $2)', [
+    REVOCATIONS_CHANNEL,
+    JSON.stringify({ ping: nonce }),
+  ]);
+}
+
+/** The nonce of a heartbeat payload, or undefined when the payload is not one. */
+export function heartbeatNonce(payload: string): string | undefined {
+  if (!payload.startsWith('{"ping":')) return undefined;
+  try {
+    const v = JSON.parse(payload) as { ping?: unknown };
+    return typeof v.ping === 'string' ? v.ping : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every revocation still in force at `now`. */
 export async function loadRevocations(db: Queryable, now: Date): Promise<Revocation[]> {
   const { rows } = await db.query<{

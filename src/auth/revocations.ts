@@ -11,17 +11,23 @@
  * LISTEN is in force, so nothing made in between is missed. When the listening connection is lost, the
  * list stops being trusted: until the instance listens again and has reloaded the table, every token is
  * checked against the table instead (one indexed read per request; when the database is down too, the
- * request gets 503 rather than a token that may have been revoked).
+ * request gets 503 rather than a token that may have been revoked). A connection can also die without a
+ * word (a network cut with no reset, or a pooler that accepts LISTEN and never delivers): every
+ * HEARTBEAT_MS the instance notifies itself, and a heartbeat not heard back within HEARTBEAT_TIMEOUT_MS
+ * counts as the connection lost.
  */
+import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { afterCommit, type Database, type Queryable, type Subscription } from '../db/database.ts';
 import type { TokenFacts } from './jwt.ts';
 import {
+  heartbeatNonce,
   insertRevocation,
   isRevoked,
   loadRevocations,
+  notifyHeartbeat,
   parseRevocation,
   purgeRevocations,
   REVOCATIONS_CHANNEL,
@@ -73,6 +79,9 @@ export class RevokedList {
     return this.sessions.size + this.users.size;
   }
 }
+
+const HEARTBEAT_MS = 30_000;
+const HEARTBEAT_TIMEOUT_MS = 10_000;
 
 /** What recording a revocation needs: the lifetime of access tokens, the time, and this instance's list. */
 export interface RevocationDeps {
@@ -126,6 +135,8 @@ export class Revocations {
   private subscription: Subscription | undefined;
   private pruneTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private pendingPing: { nonce: string; timer: NodeJS.Timeout } | undefined;
   private lastLagMs: number | undefined;
 
   constructor(
@@ -139,6 +150,29 @@ export class Revocations {
     await this.connect();
     this.pruneTimer = setInterval(() => this.housekeeping(), 60_000);
     this.pruneTimer.unref();
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), HEARTBEAT_MS);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Notifies this instance; not heard back in time, the listening connection is taken as lost. */
+  heartbeat(): void {
+    const sub = this.subscription;
+    if (!sub || this.pendingPing || this.stopped) return;
+    const nonce = randomUUID();
+    const timer = setTimeout(() => {
+      if (this.pendingPing?.nonce !== nonce) return;
+      this.pendingPing = undefined;
+      this.log.warn('a revocation heartbeat was not heard back; listening again');
+      // Closing settles `lost`: onLost stops trusting the list and listens anew.
+      void sub.close();
+    }, HEARTBEAT_TIMEOUT_MS);
+    timer.unref();
+    this.pendingPing = { nonce, timer };
+    notifyHeartbeat(this.db, nonce).catch(() => {
+      // The database cannot answer: nothing to learn about the listening connection from that.
+      clearTimeout(timer);
+      if (this.pendingPing?.nonce === nonce) this.pendingPing = undefined;
+    });
   }
 
   private async connect(): Promise<void> {
@@ -165,6 +199,14 @@ export class Revocations {
   }
 
   private heard(payload: string): void {
+    const nonce = heartbeatNonce(payload);
+    if (nonce !== undefined) {
+      if (this.pendingPing?.nonce === nonce) {
+        clearTimeout(this.pendingPing.timer);
+        this.pendingPing = undefined;
+      }
+      return;
+    }
     const r = parseRevocation(payload);
     if (!r) return;
     this.list.apply(r);
@@ -180,6 +222,10 @@ export class Revocations {
   private onLost(sub: Subscription): void {
     if (this.stopped || this.subscription !== sub) return;
     this.subscription = undefined;
+    if (this.pendingPing) {
+      clearTimeout(this.pendingPing.timer);
+      this.pendingPing = undefined;
+    }
     this.trusted = false;
     this.log.warn(
       'lost the connection that hears revocations; checking tokens against the database until it is back',
@@ -226,6 +272,8 @@ export class Revocations {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.pruneTimer);
+    clearInterval(this.heartbeatTimer);
+    if (this.pendingPing) clearTimeout(this.pendingPing.timer);
     clearTimeout(this.retryTimer);
     await this.subscription?.close();
     this.subscription = undefined;

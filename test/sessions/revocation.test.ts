@@ -212,6 +212,18 @@ for (const kind of dbKinds()) {
       await stillWorks(t, other.jwt, other.userId);
     });
 
+    it('a heartbeat heard back keeps the list trusted (the connection is alive)', async () => {
+      const revocations = t.ctx.revocations;
+      assert.equal(revocations.stats().trusted, true);
+      revocations.heartbeat();
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(revocations.stats().trusted, true);
+      // Heard back: the next heartbeat may go (a pending one would make this a no-op until its timeout).
+      revocations.heartbeat();
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(revocations.stats().trusted, true);
+    });
+
     it('a new instance (a restart) refuses what was revoked before it started', async () => {
       const { a, b } = await twoSessions();
       const sid = decodeJwt(a.jwt)['sid'] as string;
