@@ -80,6 +80,9 @@ export class RevokedList {
   }
 }
 
+/** A connection attempt whose subscription was lost while it ran: the loss has scheduled the next. */
+class Superseded extends Error {}
+
 const HEARTBEAT_MS = 30_000;
 const HEARTBEAT_TIMEOUT_MS = 10_000;
 
@@ -136,7 +139,7 @@ export class Revocations {
   private pruneTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private pendingPing: { nonce: string; timer: NodeJS.Timeout } | undefined;
+  private pendingPing: { nonce: string; timer: NodeJS.Timeout; heard: (ok: boolean) => void } | undefined;
   private lastLagMs: number | undefined;
 
   constructor(
@@ -145,33 +148,54 @@ export class Revocations {
     private readonly log: FastifyBaseLogger,
   ) {}
 
-  /** Listens, then loads the table: nothing made meanwhile is missed. Throws when the database cannot. */
+  /**
+   * Listens, then loads the table: nothing made meanwhile is missed. When listening does not work (no
+   * echo of a heartbeat), the instance starts all the same, checking tokens against the database, and
+   * keeps trying in the background.
+   */
   async start(): Promise<void> {
-    await this.connect();
     this.pruneTimer = setInterval(() => this.housekeeping(), 60_000);
     this.pruneTimer.unref();
     this.heartbeatTimer = setInterval(() => this.heartbeat(), HEARTBEAT_MS);
     this.heartbeatTimer.unref();
+    try {
+      await this.connect();
+    } catch (err) {
+      this.log.warn({ err }, 'cannot hear revocations yet; checking tokens against the database meanwhile');
+      if (!(err instanceof Superseded)) this.retry(1_000);
+    }
   }
 
-  /** Notifies this instance; not heard back in time, the listening connection is taken as lost. */
+  /**
+   * Notifies this instance on the channel; true once heard back, false when not within
+   * HEARTBEAT_TIMEOUT_MS (or when one is already on its way, or the database cannot answer).
+   */
+  private echo(): Promise<boolean> {
+    if (this.pendingPing) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const nonce = randomUUID();
+      const settle = (ok: boolean) => {
+        if (this.pendingPing?.nonce !== nonce) return;
+        clearTimeout(this.pendingPing.timer);
+        this.pendingPing = undefined;
+        resolve(ok);
+      };
+      const timer = setTimeout(() => settle(false), HEARTBEAT_TIMEOUT_MS);
+      timer.unref();
+      this.pendingPing = { nonce, timer, heard: settle };
+      notifyHeartbeat(this.db, nonce).catch(() => settle(false));
+    });
+  }
+
+  /** The periodic heartbeat: not heard back in time, the listening connection is taken as lost. */
   heartbeat(): void {
     const sub = this.subscription;
     if (!sub || this.pendingPing || this.stopped) return;
-    const nonce = randomUUID();
-    const timer = setTimeout(() => {
-      if (this.pendingPing?.nonce !== nonce) return;
-      this.pendingPing = undefined;
+    void this.echo().then((ok) => {
+      if (ok || this.subscription !== sub) return;
       this.log.warn('a revocation heartbeat was not heard back; listening again');
       // Closing settles `lost`: onLost stops trusting the list and listens anew.
       void sub.close();
-    }, HEARTBEAT_TIMEOUT_MS);
-    timer.unref();
-    this.pendingPing = { nonce, timer };
-    notifyHeartbeat(this.db, nonce).catch(() => {
-      // The database cannot answer: nothing to learn about the listening connection from that.
-      clearTimeout(timer);
-      if (this.pendingPing?.nonce === nonce) this.pendingPing = undefined;
     });
   }
 
@@ -188,10 +212,14 @@ export class Revocations {
     let rows: Revocation[];
     try {
       rows = await loadRevocations(this.db, this.clock.now());
+      // Trusted only once the channel is shown to deliver (a pooler may accept LISTEN and never deliver).
+      if (!(await this.echo())) throw new Error('the revocation channel did not echo a heartbeat');
     } catch (err) {
+      // Lost meanwhile: onLost has already scheduled the next attempt.
+      const superseded = this.subscription !== sub;
       this.subscription = undefined;
       await sub.close();
-      throw err;
+      throw superseded ? new Superseded() : err;
     }
     for (const r of rows) this.list.apply(r);
     // Lost again while loading: onLost has scheduled the next attempt; stay untrusted until it succeeds.
@@ -201,10 +229,7 @@ export class Revocations {
   private heard(payload: string): void {
     const nonce = heartbeatNonce(payload);
     if (nonce !== undefined) {
-      if (this.pendingPing?.nonce === nonce) {
-        clearTimeout(this.pendingPing.timer);
-        this.pendingPing = undefined;
-      }
+      if (this.pendingPing?.nonce === nonce) this.pendingPing.heard(true);
       return;
     }
     const r = parseRevocation(payload);
@@ -222,10 +247,7 @@ export class Revocations {
   private onLost(sub: Subscription): void {
     if (this.stopped || this.subscription !== sub) return;
     this.subscription = undefined;
-    if (this.pendingPing) {
-      clearTimeout(this.pendingPing.timer);
-      this.pendingPing = undefined;
-    }
+    this.pendingPing?.heard(false);
     this.trusted = false;
     this.log.warn(
       'lost the connection that hears revocations; checking tokens against the database until it is back',
@@ -240,7 +262,9 @@ export class Revocations {
         () => {
           if (this.trusted) this.log.info('hearing revocations again; the revoked list is reloaded');
         },
-        () => this.retry(Math.min(delayMs * 2, 5_000)),
+        (err: unknown) => {
+          if (!(err instanceof Superseded)) this.retry(Math.min(delayMs * 2, 5_000));
+        },
       );
     }, delayMs);
     this.retryTimer.unref();
@@ -273,7 +297,7 @@ export class Revocations {
     this.stopped = true;
     clearInterval(this.pruneTimer);
     clearInterval(this.heartbeatTimer);
-    if (this.pendingPing) clearTimeout(this.pendingPing.timer);
+    this.pendingPing?.heard(false);
     clearTimeout(this.retryTimer);
     await this.subscription?.close();
     this.subscription = undefined;
