@@ -140,7 +140,9 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     );
   });
   await app.register(cookie, { secret: ctx.cookieSecret });
-  await app.register(identityPlugin, { deps: { config, keys: ctx.keys, clock: ctx.clock } });
+  await app.register(identityPlugin, {
+    deps: { config, keys: ctx.keys, clock: ctx.clock, revocations: ctx.revocations },
+  });
   const readiness: ReadinessCheck[] = [];
   await app.register(rateLimitPlugin, { config, counters: ctx.counters, readiness });
   await app.register(metricsPlugin, {
@@ -149,6 +151,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       passwords: ctx.passwords,
       outbox: ctx.outbox.sends ? ctx.outbox : undefined,
       poolStats: ctx.db.poolStats?.bind(ctx.db),
+      revocations: ctx.revocations,
       images: ctx.storage?.images,
     },
   });

@@ -394,6 +394,11 @@ const SETTINGS = {
     '',
     "GraphQL engine endpoint. When set, the auth tables and `public.users` are tracked there at start, with their relationships (HBP's metadata); Gatehouse itself talks to PostgreSQL directly.",
   ),
+  HASURA_WEBHOOK_ANONYMOUS_ROLE: str(
+    APP,
+    '',
+    "Role that `GET /auth/hasura` (the GraphQL engine's auth webhook, docs/hasura.md) gives a request without an access token. Empty: such a request gets 401.",
+  ),
   HASURA_GRAPHQL_ADMIN_SECRET: str(
     APP,
     '',

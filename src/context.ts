@@ -14,6 +14,7 @@ import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { Passwords } from './auth/passwords.ts';
+import { Revocations } from './auth/revocations.ts';
 import type { SealedKind } from './auth/sealed-store.ts';
 import { checkSealedKeys, ensureAuthSchema, resealMfaSecrets } from './auth/startup.ts';
 import { type BackgroundTasks, backgroundTasks } from './background.ts';
@@ -49,6 +50,11 @@ export interface AppContext {
   readonly tasks: BackgroundTasks;
   /** The rate limits' counters (memory or Redis), shared with the email budget; none when limits are off. */
   readonly counters: Counters | undefined;
+  /**
+   * The access tokens this instance refuses before their expiry (ended sessions, blocked accounts), kept
+   * current from the database through LISTEN/NOTIFY.
+   */
+  readonly revocations: Revocations;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
@@ -121,6 +127,9 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       }
       if (mfaBox) await resealMfaSecrets({ db, box: mfaBox }, opts.log);
     }
+    // Listening and loaded before any route exists: no request is served with a list that misses one.
+    const revocations = new Revocations(db, clock, opts.log);
+    await revocations.start();
     const mailer = createMailer(config, { log: opts.log });
     const tasks = backgroundTasks(opts.log);
     counters = await openCounters(config, () => clock.now().getTime(), opts.log);
@@ -138,6 +147,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       outbox,
       tasks,
       counters,
+      revocations,
       mfaBox,
       storage,
     };
@@ -194,8 +204,8 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, outbox } = ctx;
-  return { config, db, clock, keys, passwords, mailer: outbox };
+  const { config, db, clock, keys, passwords, outbox, revocations } = ctx;
+  return { config, db, clock, keys, passwords, mailer: outbox, revocations };
 }
 
 /**
@@ -213,5 +223,6 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   await ctx.storage?.images.close();
   await ctx.passwords.close();
   await ctx.counters?.store.close();
+  await ctx.revocations.stop();
   await ctx.db.close();
 }

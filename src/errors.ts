@@ -60,6 +60,11 @@ export const ERRORS = {
   UNAUTHENTICATED: { status: 401, message: 'Not logged in' },
   INVALID_CREDENTIALS: { status: 401, message: 'Username and password do not match' },
   INVALID_REFRESH_TOKEN: { status: 401, message: 'Invalid or expired refresh token.' },
+  SESSION_NOT_FOUND: { status: 404, message: 'No such session.' },
+  ROLE_NOT_ALLOWED: {
+    status: 401,
+    message: 'The requested x-hasura-role is not one of the allowed roles of the access token.',
+  },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },

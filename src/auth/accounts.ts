@@ -8,6 +8,7 @@ import { type AccountRow, deleteUser, findAccountByUserId, setPasswordHash } fro
 import type { SessionDeps } from './deps.ts';
 import { checkBreached } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
+import { revoke } from './revocations.ts';
 import { endAllSessions, type OwnSignIn, ownFamily } from './sessions.ts';
 import { retireTickets } from './tickets-store.ts';
 
@@ -77,5 +78,9 @@ export async function deleteOwnAccount(
   const account = await findAccountByUserId(deps.db, userId);
   if (!account) throw new AppError('CANNOT_DELETE_ACCOUNT');
   await assertReauthenticated(deps, account, reauth);
-  if (!(await deleteUser(deps.db, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+  await deps.db.transaction(async (tx) => {
+    if (!(await deleteUser(tx, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+    // Its sessions went with it; every access token of the user is refused from now on.
+    await revoke(deps, tx, { userId });
+  });
 }

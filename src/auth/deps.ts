@@ -9,6 +9,7 @@ import type { Database } from '../db/database.ts';
 import type { MailPort } from '../mail/port.ts';
 import type { JwtKeys } from './keys.ts';
 import type { Passwords } from './passwords.ts';
+import type { Revocations } from './revocations.ts';
 
 export interface AuthDeps {
   readonly config: Config;
@@ -22,6 +23,8 @@ export interface AuthDeps {
    * the response (mail/port.ts: the durable outbox).
    */
   readonly mailer: MailPort;
+  /** This instance's revoked list: ending a session applies to it at commit (revocations.ts). */
+  readonly revocations: Revocations;
 }
 
 /** Settings and the time: checks that read no data (domains, link targets). */
@@ -31,7 +34,7 @@ export type ConfigDeps = Pick<AuthDeps, 'config' | 'clock'>;
 export type ReauthDeps = ConfigDeps & Pick<AuthDeps, 'passwords'>;
 
 /** Sign-in, sessions and account changes that send no email. */
-export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords'>;
+export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords' | 'revocations'>;
 
 /** Account changes that email someone within the request (email change). */
 export type MailingDeps = SessionDeps & Pick<AuthDeps, 'mailer'>;

@@ -53,6 +53,26 @@ export function permissionVariables(
 /** The claim carrying the session's sign-in instant, in seconds (OpenID Connect Core §2). */
 export const AUTH_TIME_CLAIM = 'auth_time';
 
+/** The claim naming the session (the refresh-token family) a token was issued in. */
+export const SESSION_ID_CLAIM = 'sid';
+
+/** What a verified token says of itself beyond its permission variables. */
+export interface TokenFacts {
+  readonly userId: string;
+  /** The session's id (`sid`); undefined for tokens signed before sessions had ids. */
+  readonly sessionId: string | undefined;
+  /** `iat`, in seconds (0 when absent). */
+  readonly issuedAt: number;
+}
+
+/** Facts of verified tokens, by their (frozen, cached) permission variables. */
+const factsByVars = new WeakMap<PermissionVariables, TokenFacts>();
+
+/** The session and issue time of the token `vars` came from (undefined for variables not verified here). */
+export function tokenFacts(vars: PermissionVariables): TokenFacts | undefined {
+  return factsByVars.get(vars);
+}
+
 export interface SignedToken {
   token: string;
   /** Lifetime in milliseconds (HBP's `jwt_expires_in`). */
@@ -70,7 +90,7 @@ export async function signAccessToken(
   config: Config,
   vars: PermissionVariables,
   now: Date,
-  opts: { authTime?: Date | null } = {},
+  opts: { authTime?: Date | null; sessionId?: string } = {},
 ): Promise<SignedToken> {
   const claims: Record<string, string | string[]> = {};
   // Hasura reads `x-hasura-*`; key order follows HBP: user-id, allowed-roles, default-role, custom fields.
@@ -82,6 +102,8 @@ export async function signAccessToken(
   const payload: Record<string, unknown> = { [config.JWT_CLAIMS_NAMESPACE]: claims };
   // A standard top-level claim: Hasura reads only its namespace and ignores it.
   if (opts.authTime) payload[AUTH_TIME_CLAIM] = Math.floor(opts.authTime.getTime() / 1000);
+  // The session the token belongs to (OpenID Connect's `sid`): what revocation and "this session" name.
+  if (opts.sessionId) payload[SESSION_ID_CLAIM] = opts.sessionId;
   const token = await new SignJWT(payload)
     .setProtectedHeader(header)
     .setSubject(vars['user-id'])
@@ -215,6 +237,14 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
   // Every account's user id is a UUID; anything else (signed with a leaked or shared key, or by another
   // issuer of the same key) would reach the database as a malformed value and answer 500.
   if (!UUID.test(vars['user-id'])) throw new InvalidAccessToken('access token user-id is not a UUID');
+  const sid = payload[SESSION_ID_CLAIM];
+  if (sid !== undefined && (typeof sid !== 'string' || !UUID.test(sid)))
+    throw new InvalidAccessToken('access token sid is not a UUID');
+  factsByVars.set(vars as PermissionVariables, {
+    userId: vars['user-id'],
+    sessionId: sid,
+    issuedAt: iat,
+  });
   return {
     vars: vars as PermissionVariables,
     exp,

@@ -20,7 +20,8 @@ import {
 import type { AuthDeps } from './deps.ts';
 import { issueResetLink } from './flows/password-reset.ts';
 import { checkBreached } from './passwords.ts';
-import { deleteAccountSessions } from './sessions-store.ts';
+import { revoke } from './revocations.ts';
+import { deleteAccountSessions, listAccountSessions, type SessionRow } from './sessions-store.ts';
 import { retireTickets } from './tickets-store.ts';
 
 export type OperatorDeps = Pick<AuthDeps, 'config' | 'db' | 'clock'>;
@@ -114,16 +115,35 @@ export async function createUser(
 /**
  * Blocks an account: no sign-in of any kind and no refresh from now on (sessions.ts), its refresh tokens
  * revoked and its open links (reset, magic link, activation, MFA step) retired, in one transaction.
- * Access tokens already issued stay valid until they expire (JWT_EXPIRES_IN): they are not looked up.
- * Returns the number of sign-ins ended.
+ * Every access token of the account issued until now is refused by every instance within a second
+ * (revocations.ts). Returns the number of sign-ins ended.
  */
 export async function disableUser(deps: OperatorDeps, account: AccountRow): Promise<number> {
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
     await setAccountDisabled(tx, account.id, now);
     await retireTickets(tx, now, account.id);
-    return deleteAccountSessions(tx, account.id);
+    const ended = await deleteAccountSessions(tx, account.id);
+    await revoke(deps, tx, { sessionIds: ended, userId: account.user_id });
+    return ended.length;
   });
+}
+
+/**
+ * Signs an account out everywhere at once (`gatehouse users sign-out`): every session ends and its access
+ * tokens are refused by every instance within a second. Returns the number of sessions ended.
+ */
+export async function signOutUser(deps: OperatorDeps, account: AccountRow): Promise<number> {
+  return deps.db.transaction(async (tx) => {
+    const ended = await deleteAccountSessions(tx, account.id);
+    await revoke(deps, tx, { sessionIds: ended });
+    return ended.length;
+  });
+}
+
+/** The account's live sessions, newest first (`gatehouse users sessions`). */
+export async function userSessions(deps: OperatorDeps, account: AccountRow): Promise<SessionRow[]> {
+  return listAccountSessions(deps.db, account.id, deps.clock.now());
 }
 
 /** Lifts a block; an account still waiting for activation is activated (the operator vouches for it). */

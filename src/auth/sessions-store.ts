@@ -1,7 +1,9 @@
 /**
- * Refresh tokens (auth.session_tokens), kept only as SHA-256 digests. Tokens rotated from one another
- * share a family (one sign-in) and its sign-in instant (`signed_in_at`); a rotated token keeps its row,
- * marked `rotated_at`, so that reuse can be recognised.
+ * Sessions (auth.sessions) and their refresh tokens (auth.session_tokens), kept only as SHA-256 digests.
+ * Tokens rotated from one another share a family (one sign-in, one auth.sessions row whose id is the
+ * family id and every access token's `sid`) and its sign-in instant (`signed_in_at`); a rotated token
+ * keeps its row, marked `rotated_at`, so that reuse can be recognised. Deleting a session deletes its
+ * tokens (foreign key, on delete cascade).
  */
 import type { Queryable } from '../db/database.ts';
 
@@ -24,7 +26,18 @@ export interface SessionTokenRow {
   signed_in_at: Date | null;
 }
 
-/** A token row to store. `signedInAt` is its family's sign-in instant (null: unknown). */
+/** How and from where a session began, as GET /auth/sessions shows it. */
+export interface SessionOrigin {
+  /** password, magic-link, mfa, oauth:<provider>, anonymous… (null: not said) */
+  method: string | null;
+  userAgent?: string | null;
+  ip?: string | null;
+}
+
+/**
+ * A token row to store. `signedInAt` is its family's sign-in instant (null: unknown); `origin` describes
+ * a session that this token starts (ignored when the session exists).
+ */
 export interface NewSessionToken {
   tokenHash: string;
   familyId: string;
@@ -32,11 +45,24 @@ export interface NewSessionToken {
   createdAt: Date;
   expiresAt: Date;
   signedInAt: Date | null;
+  origin?: SessionOrigin;
+}
+
+/** A session as its owner sees it. */
+export interface SessionRow {
+  id: string;
+  created_at: Date;
+  last_active_at: Date;
+  expires_at: Date;
+  sign_in_method: string | null;
+  user_agent: string | null;
+  ip: string | null;
 }
 
 /**
- * Stores a new token and, in the same statement, drops the account's expired ones (housekeeping HBP never
- * did): one round trip instead of two on every sign-in and refresh. The expired rows are those with
+ * Stores a new token, with its session row when the token starts a session (the row of an existing one
+ * is marked active now), and, in the same statement, drops the account's expired tokens and sessions
+ * (housekeeping HBP never did): one round trip on every sign-in. The expired rows are those with
  * `expires_at <= createdAt`. Throws AccountGone when the account no longer exists.
  *
  * Lock order: the statement takes the account row (FOR KEY SHARE) before it touches any token row, as
@@ -51,10 +77,31 @@ export async function insertSessionToken(db: Queryable, row: NewSessionToken): P
        SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
      ), expired AS (
        DELETE FROM auth.session_tokens WHERE account_id = (SELECT id FROM account) AND expires_at <= $4
+     ), ended AS (
+       DELETE FROM auth.sessions
+        WHERE account_id = (SELECT id FROM account) AND expires_at <= $4 AND id <> $2
+     ), session AS (
+       INSERT INTO auth.sessions (id, account_id, created_at, last_active_at, expires_at, sign_in_method,
+                                  user_agent, ip)
+       SELECT $2, account.id, coalesce($6, $4), $4, $5, $7, $8, $9 FROM account
+       ON CONFLICT (id) DO UPDATE
+         SET last_active_at = EXCLUDED.last_active_at,
+             expires_at = greatest(auth.sessions.expires_at, EXCLUDED.expires_at)
+       RETURNING id
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
-     SELECT $1, $2, account.id, $4, $5, $6 FROM account`,
-    [row.tokenHash, row.familyId, row.accountId, row.createdAt, row.expiresAt, row.signedInAt],
+     SELECT $1, session.id, account.id, $4, $5, $6 FROM account, session`,
+    [
+      row.tokenHash,
+      row.familyId,
+      row.accountId,
+      row.createdAt,
+      row.expiresAt,
+      row.signedInAt,
+      row.origin?.method ?? null,
+      row.origin?.userAgent ?? null,
+      row.origin?.ip ?? null,
+    ],
   );
   if (rowCount === 0) throw new AccountGone();
 }
@@ -82,7 +129,7 @@ export async function findSessionToken(
 
 /**
  * Rotates a token in one statement: marks `presentedHash` rotated, stores its successor `next` and drops
- * the account's expired tokens, all or nothing; false (and nothing written) when the presented token was
+ * the account's expired tokens, and marks the session active now, all or nothing; false (and nothing written) when the presented token was
  * already rotated, by a racing request or earlier, or its account is gone. One round trip where a
  * transaction around an update and an insert takes four. The successor inherits the presented token's
  * `signed_in_at` inside the statement, so a refresh can never move a family's sign-in instant. Locks
@@ -104,6 +151,9 @@ export async function rotateSessionToken(
      ), expired AS (
        DELETE FROM auth.session_tokens
         WHERE account_id = $3 AND expires_at <= $4 AND token_hash <> $1 AND EXISTS (SELECT 1 FROM rotated)
+     ), touched AS (
+       UPDATE auth.sessions SET last_active_at = $4, expires_at = greatest(expires_at, $6)
+        WHERE id = $5 AND EXISTS (SELECT 1 FROM rotated)
      )
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      SELECT $2, $5, $3, $4, $6, rotated.signed_in_at FROM rotated`,
@@ -112,42 +162,64 @@ export async function rotateSessionToken(
   return rowCount > 0;
 }
 
-export async function deleteFamily(db: Queryable, familyId: string): Promise<number> {
-  const { rowCount } = await db.query(
-    'DeleteSessionFamily',
-    'DELETE FROM auth.session_tokens WHERE family_id = $1',
-    [familyId],
-  );
-  return rowCount;
+/** Records the client a session began from (the sign-in's user agent and address). */
+export async function describeSessionClient(
+  db: Queryable,
+  sessionId: string,
+  client: { userAgent: string | null; ip: string | null },
+): Promise<void> {
+  await db.query('DescribeSessionClient', 'UPDATE auth.sessions SET user_agent = $2, ip = $3 WHERE id = $1', [
+    sessionId,
+    client.userAgent,
+    client.ip,
+  ]);
 }
 
-/** Ends every session of an account, or every one but `keepFamily`. */
+/** Ends a session (its tokens go with it); the account whose it was, or undefined when there was none. */
+export async function deleteSession(
+  db: Queryable,
+  sessionId: string,
+  accountId?: string,
+): Promise<{ accountId: string } | undefined> {
+  const { rows } = await db.query<{ account_id: string }>(
+    'DeleteSession',
+    'DELETE FROM auth.sessions WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid) RETURNING account_id',
+    [sessionId, accountId ?? null],
+  );
+  return rows[0] ? { accountId: rows[0].account_id } : undefined;
+}
+
+/** Ends every session of an account, or every one but `keep`; the ids of the sessions ended. */
 export async function deleteAccountSessions(
   db: Queryable,
   accountId: string,
-  keepFamily?: string,
-): Promise<number> {
-  const { rowCount } = await db.query(
+  keep?: string,
+): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
     'DeleteAccountSessions',
-    `DELETE FROM auth.session_tokens WHERE account_id = $1 AND ($2::uuid IS NULL OR family_id <> $2::uuid)`,
-    [accountId, keepFamily ?? null],
+    `DELETE FROM auth.sessions WHERE account_id = $1 AND ($2::uuid IS NULL OR id <> $2::uuid) RETURNING id`,
+    [accountId, keep ?? null],
   );
-  return rowCount;
+  return rows.map((r) => r.id);
 }
 
-/** Families of an account with a live token created within the second starting at `second`. */
-export async function familiesIssuedAt(
+/** The account's live sessions, newest first. */
+export async function listAccountSessions(
   db: Queryable,
   accountId: string,
-  second: Date,
   now: Date,
-): Promise<string[]> {
-  const { rows } = await db.query<{ family_id: string }>(
-    'FamiliesIssuedAt',
-    `SELECT DISTINCT family_id FROM auth.session_tokens
-      WHERE account_id = $1 AND created_at >= $2 AND created_at < $2::timestamptz + interval '1 second'
-        AND expires_at > $3`,
-    [accountId, second, now],
+): Promise<SessionRow[]> {
+  const { rows } = await db.query<SessionRow>(
+    'ListAccountSessions',
+    `SELECT id, created_at, last_active_at, expires_at, sign_in_method, user_agent, ip
+       FROM auth.sessions WHERE account_id = $1 AND expires_at > $2
+      ORDER BY created_at DESC, last_active_at DESC, id`,
+    [accountId, now],
   );
-  return rows.map((r) => r.family_id);
+  return rows.map((r) => ({
+    ...r,
+    created_at: new Date(r.created_at),
+    last_active_at: new Date(r.last_active_at),
+    expires_at: new Date(r.expires_at),
+  }));
 }

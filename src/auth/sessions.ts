@@ -3,7 +3,9 @@
  * Refreshing rotates the token. A rotated token presented again within REFRESH_TOKEN_REUSE_INTERVAL
  * seconds (two tabs racing) gets a fresh sibling in the same family; presented later it is taken as
  * stolen and the whole family (that sign-in) is revoked. Every token of a family keeps the instant of
- * its sign-in, and every access token issued from it carries that instant as `auth_time`.
+ * its sign-in, and every access token issued from it carries that instant as `auth_time` and the
+ * family's id (the session's id) as `sid`. Ending a session refuses its access tokens at once too
+ * (revocations.ts), not only its refresh tokens.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../db/database.ts';
@@ -12,22 +14,27 @@ import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
 import type { SessionDeps } from './deps.ts';
 import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
+import { revoke } from './revocations.ts';
 import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
 import {
   AccountGone,
   deleteAccountSessions,
-  deleteFamily,
-  familiesIssuedAt,
+  deleteSession,
+  describeSessionClient,
   findSessionToken,
   insertSessionToken,
+  listAccountSessions,
   type NewSessionToken,
   rotateSessionToken,
+  type SessionOrigin,
 } from './sessions-store.ts';
 
 export interface Session {
   accountId: string;
   familyId: string;
+  /** True when this session began now (a sign-in), false for a refresh of an existing one. */
+  started: boolean;
   access: SignedToken;
   permissionVariables: PermissionVariables;
   refreshToken: string;
@@ -60,17 +67,21 @@ export function claimsOf(config: SessionDeps['config'], profile: AccountProfile)
 }
 
 /**
- * An access token for the account as it is now (roles and custom fields re-read), for a session whose
- * sign-in happened at `signedInAt` (null: unknown).
+ * An access token for the account as it is now (roles and custom fields re-read), for the session
+ * `sessionId` whose sign-in happened at `signedInAt` (null: unknown).
  */
 export async function accessTokenFor(
   deps: SessionDeps,
   profile: AccountProfile,
   now: Date,
   signedInAt: Date | null,
+  sessionId: string,
 ) {
   const vars = claimsOf(deps.config, profile);
-  return { vars, access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt }) };
+  return {
+    vars,
+    access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt, sessionId }),
+  };
 }
 
 /** A session about to be stored: its refresh token and row (whose `createdAt` the JWT's iat repeats). */
@@ -87,6 +98,7 @@ function draftSession(
   deps: SessionDeps,
   accountId: string,
   family?: { familyId: string; signedInAt: Date | null },
+  origin?: SessionOrigin,
 ): SessionDraft {
   const now = deps.clock.now();
   const refreshToken = newRefreshToken();
@@ -101,6 +113,8 @@ function draftSession(
       createdAt: now,
       expiresAt,
       signedInAt: family ? family.signedInAt : now,
+      // Only a token that starts a session describes it.
+      origin: family ? undefined : (origin ?? { method: null }),
     },
   };
 }
@@ -112,10 +126,17 @@ async function completeSession(
   profile: AccountProfile,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
-  const { vars, access } = await accessTokenFor(deps, profile, draft.row.createdAt, draft.row.signedInAt);
+  const { vars, access } = await accessTokenFor(
+    deps,
+    profile,
+    draft.row.createdAt,
+    draft.row.signedInAt,
+    draft.row.familyId,
+  );
   return {
     accountId: draft.row.accountId,
     familyId: draft.row.familyId,
+    started: draft.row.origin !== undefined,
     access,
     permissionVariables: vars,
     refreshToken: draft.refreshToken,
@@ -137,6 +158,8 @@ export async function issueSession(
     family?: { familyId: string; signedInAt: Date | null };
     db?: Queryable;
     profile?: AccountProfile;
+    /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, anonymous…). */
+    method?: string;
   } = {},
 ): Promise<Session> {
   const db = opts.db ?? deps.db;
@@ -146,7 +169,12 @@ export async function issueSession(
   // Every sign-in (password, MFA, magic link, activation, provider) ends here: a disabled account gets
   // no session whichever way it came.
   if (profile.account.disabled) throw new AppError('ACCOUNT_DISABLED');
-  const draft = draftSession(deps, accountId, opts.family);
+  const draft = draftSession(
+    deps,
+    accountId,
+    opts.family,
+    opts.method === undefined ? undefined : { method: opts.method },
+  );
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row).catch((err: unknown) => {
     throw err instanceof AccountGone ? new AppError('UNAUTHENTICATED', 'The account no longer exists.') : err;
@@ -199,8 +227,8 @@ async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
     refreshEvent('grace');
     return session;
   }
-  // …otherwise someone replays an old token: end that sign-in everywhere.
-  await deleteFamily(deps.db, row.family_id);
+  // …otherwise someone replays an old token: end that sign-in everywhere, its access tokens included.
+  await endSessionById(deps, row.family_id);
   throw invalidRefresh('reuse_detected');
 }
 
@@ -215,40 +243,46 @@ export async function sessionOf(
   return { accountId: row.account_id, familyId: row.family_id };
 }
 
+/**
+ * Ends one session: its refresh tokens are deleted and its access tokens refused from now on, on every
+ * instance. With `accountId`, only a session of that account. False when there was no such session.
+ */
+export async function endSessionById(
+  deps: SessionDeps,
+  sessionId: string,
+  accountId?: string,
+  db: Queryable = deps.db,
+): Promise<boolean> {
+  const run = async (tx: Queryable) => {
+    const ended = await deleteSession(tx, sessionId, accountId);
+    if (ended) await revoke(deps, tx, { sessionIds: [sessionId] });
+    return ended !== undefined;
+  };
+  return db === deps.db ? deps.db.transaction(run) : run(db);
+}
+
 /** Ends the sign-in a refresh token belongs to (its whole family); false when the token is unknown. */
 export async function endSession(deps: SessionDeps, presented: string): Promise<boolean> {
   const row = await findSessionToken(deps.db, sha256Hex(presented));
   if (!row) return false;
-  await deleteFamily(deps.db, row.family_id);
+  await endSessionById(deps, row.family_id);
   return true;
 }
 
 /**
- * The sign-in an access token came from, for callers that present only the token. Access-token claims
- * are fixed by HBP (no session id), but a session's token row and its JWT share their issue time, so the
- * family whose token was created in the JWT's `iat` second is the caller's. Undefined when that is not
- * exactly one family.
+ * What a request names as the caller's own session: the refresh token it presents, and the session its
+ * verified access token names (`sid`).
  */
-export async function familyOfAccessToken(
-  deps: SessionDeps,
-  accountId: string,
-  iat: number,
-  db: Queryable = deps.db,
-): Promise<string | undefined> {
-  const families = await familiesIssuedAt(db, accountId, new Date(iat * 1000), deps.clock.now());
-  return families.length === 1 ? families[0] : undefined;
-}
-
-/** What a request names as the caller's own sign-in: a refresh token it presents, its access token's `iat`. */
 export interface OwnSignIn {
+  readonly sessionId?: string;
   readonly refreshToken?: string;
-  readonly accessTokenIat?: number;
 }
 
 /**
- * The family of the caller's own sign-in, to keep when a security change ends the account's other
- * sessions: the family of its refresh token when that token is the account's, else the one its access
- * token was issued with. Undefined when neither names exactly one sign-in of this account.
+ * The caller's own session, to keep when a security change ends the account's other sessions: the family
+ * of its refresh token when that token is the account's, else the one its access token names. Undefined
+ * when neither names a session of this account (a token signed before sessions had ids, with no refresh
+ * cookie): then every session ends, the caller's too, rather than a guess keeping another one.
  */
 export async function ownFamily(
   deps: SessionDeps,
@@ -260,16 +294,77 @@ export async function ownFamily(
     const session = await sessionOf(deps, own.refreshToken, db);
     if (session?.accountId === accountId) return session.familyId;
   }
-  if (own.accessTokenIat === undefined) return undefined;
-  return familyOfAccessToken(deps, accountId, own.accessTokenIat, db);
+  return own.sessionId;
 }
 
-/** Ends every session of an account, optionally keeping one sign-in. */
+/**
+ * Ends every session of an account, optionally keeping one; their access tokens are refused from now on.
+ * Returns the number of sessions ended.
+ */
 export async function endAllSessions(
   deps: SessionDeps,
   accountId: string,
   keepFamily?: string,
   db: Queryable = deps.db,
 ): Promise<number> {
-  return deleteAccountSessions(db, accountId, keepFamily);
+  const run = async (tx: Queryable) => {
+    const ended = await deleteAccountSessions(tx, accountId, keepFamily);
+    await revoke(deps, tx, { sessionIds: ended });
+    return ended.length;
+  };
+  return db === deps.db ? deps.db.transaction(run) : run(db);
+}
+
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A session as GET /auth/sessions shows it to its owner. */
+export interface SessionView {
+  id: string;
+  current: boolean;
+  created_at: string;
+  last_active_at: string;
+  expires_at: string;
+  sign_in_method: string | null;
+  user_agent: string | null;
+  ip: string | null;
+}
+
+/** The account's live sessions, newest first; `currentId` (the caller's own) is marked. */
+export async function listSessions(
+  deps: SessionDeps,
+  accountId: string,
+  currentId: string | undefined,
+): Promise<SessionView[]> {
+  const rows = await listAccountSessions(deps.db, accountId, deps.clock.now());
+  return rows.map((r) => ({
+    id: r.id,
+    current: r.id === currentId,
+    created_at: r.created_at.toISOString(),
+    last_active_at: r.last_active_at.toISOString(),
+    expires_at: r.expires_at.toISOString(),
+    sign_in_method: r.sign_in_method,
+    user_agent: r.user_agent,
+    ip: r.ip,
+  }));
+}
+
+/**
+ * Ends one of the account's sessions. Another account's, an unknown and a malformed id all answer
+ * SESSION_NOT_FOUND (404), never 403: the ids of others' sessions are not confirmed.
+ */
+export async function endOwnSession(deps: SessionDeps, accountId: string, sessionId: string): Promise<void> {
+  if (!SESSION_ID.test(sessionId) || !(await endSessionById(deps, sessionId.toLowerCase(), accountId)))
+    throw new AppError('SESSION_NOT_FOUND');
+}
+
+/** Records the client a session began from (its sign-in's user agent and address), as listed to its owner. */
+export async function recordSessionClient(
+  deps: SessionDeps,
+  sessionId: string,
+  client: { userAgent: string | undefined; ip: string | undefined },
+): Promise<void> {
+  await describeSessionClient(deps.db, sessionId, {
+    userAgent: client.userAgent === undefined ? null : client.userAgent.slice(0, 512),
+    ip: client.ip ?? null,
+  });
 }

@@ -140,7 +140,7 @@ async function openAccount(
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(deps, acc.id, { profile }) };
+  return { kind: 'session', session: await issueSession(deps, acc.id, { profile, method: 'password' }) };
 }
 
 /** How long the list of hash kinds in the database is trusted (hashes imported meanwhile wait this long). */
@@ -209,6 +209,6 @@ async function signInAnonymously(deps: SessionDeps): Promise<Session> {
       roles: [role],
       userData: { display_name: 'Anonymous user' },
     });
-    return issueSession(deps, accountId, { db: tx });
+    return issueSession(deps, accountId, { db: tx, method: 'anonymous' });
   });
 }

@@ -33,6 +33,7 @@ export async function openConfiguredDatabase(config: Config, io?: Pick<CliIO, 's
       exec: (sql) => shared.exec(sql),
       transaction: (fn) => shared.transaction(fn),
       ping: () => shared.ping(),
+      listen: (channel, handler) => shared.listen(channel, handler),
       close: async () => {},
     };
   return config.DATABASE_URL

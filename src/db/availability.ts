@@ -54,6 +54,7 @@ export function watchAvailability(db: Database, log: FastifyBaseLogger): Watched
     transaction: <T>(fn: (tx: Queryable) => Promise<T>) => observe(() => db.transaction(fn)),
     ping: () => observe(() => db.ping()),
     close: () => db.close(),
+    listen: (channel, handler) => db.listen(channel, handler),
   };
   if (db.poolStats) watched.poolStats = db.poolStats.bind(db);
   return watched;

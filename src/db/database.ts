@@ -39,6 +39,27 @@ export interface Database extends Queryable {
   close(): Promise<void>;
   /** Connections of a PostgreSQL pool (for metrics); undefined for PGlite, which has no pool. */
   poolStats?(): PoolStats;
+  /**
+   * Calls `handler` with the payload of every NOTIFY on `channel` (a plain identifier), from any
+   * connection or instance, once the notifying transaction commits. PostgreSQL listens on a connection of
+   * its own, outside the pool; when that connection is lost, `lost` settles and nothing more is heard
+   * (listen again). PGlite is in process: its subscription is never lost.
+   */
+  listen(channel: string, handler: (payload: string) => void): Promise<Subscription>;
+}
+
+/** A LISTEN in force. */
+export interface Subscription {
+  /** Settles when the listening connection is lost, or the subscription closed. */
+  readonly lost: Promise<void>;
+  close(): Promise<void>;
+}
+
+const CHANNEL = /^[a-z_][a-z0-9_]*$/;
+
+function checkedChannel(channel: string): string {
+  if (!CHANNEL.test(channel)) throw new Error(`not a channel name: ${channel}`);
+  return channel;
 }
 
 export interface PoolStats {
@@ -300,6 +321,7 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
       waiting: pool.waitingCount,
       max: poolSize,
     }),
+    listen: (channel, handler) => listenPostgres(url, checkedChannel(channel), handler, opts),
   };
 
   async function runTransaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
@@ -347,6 +369,49 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
       client.release(lost === undefined ? undefined : (lost as Error));
     }
   }
+}
+
+/**
+ * A LISTEN on a connection of its own: a pooled connection would be handed to other statements, and
+ * LISTEN belongs to the connection. Lost when the connection errs or ends (a restarted server, a
+ * network cut): the caller listens again, and must assume it missed notifications meanwhile.
+ */
+async function listenPostgres(
+  url: string,
+  channel: string,
+  handler: (payload: string) => void,
+  opts: PostgresOptions,
+): Promise<Subscription> {
+  const client = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    keepAlive: true,
+    application_name: 'gatehouse-listen',
+  });
+  let markLost = () => {};
+  const lost = new Promise<void>((resolve) => {
+    markLost = resolve;
+  });
+  client.on('error', () => markLost());
+  client.on('end', () => markLost());
+  client.on('notification', (m) => {
+    if (m.channel === channel) handler(m.payload ?? '');
+  });
+  try {
+    await client.connect();
+    await client.query(`LISTEN ${channel}`);
+  } catch (err) {
+    markLost();
+    await client.end().catch(() => {});
+    throw translate('listen', err);
+  }
+  return {
+    lost,
+    async close() {
+      markLost();
+      await client.end().catch(() => {});
+    },
+  };
 }
 
 /** The embedded database's folder is used by another live process (or already open in this one). */
@@ -606,5 +671,19 @@ export async function openPglite(
       }
     },
     dump: () => lock.run(() => db.dumpDataDir('none')),
+    async listen(channel, handler) {
+      const unlisten = await lock.run(() => db.listen(checkedChannel(channel), handler));
+      let closed = () => {};
+      const lost = new Promise<void>((resolve) => {
+        closed = resolve;
+      });
+      return {
+        lost,
+        async close() {
+          closed();
+          if (!db.closed) await lock.run(() => unlisten()).catch(() => {});
+        },
+      };
+    },
   };
 }

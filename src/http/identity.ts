@@ -10,8 +10,14 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { AccessTokenVerifier, InvalidAccessToken, type PermissionVariables } from '../auth/jwt.ts';
+import {
+  AccessTokenVerifier,
+  InvalidAccessToken,
+  type PermissionVariables,
+  tokenFacts,
+} from '../auth/jwt.ts';
 import type { JwtKeys } from '../auth/keys.ts';
+import type { Revocations } from '../auth/revocations.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
@@ -90,6 +96,8 @@ export interface IdentityDeps {
   readonly config: Config;
   readonly keys: JwtKeys;
   readonly clock: Clock;
+  /** Access tokens refused before their expiry: ended sessions, blocked or deleted accounts. */
+  readonly revocations: Pick<Revocations, 'refuses'>;
 }
 
 async function resolve(
@@ -99,13 +107,25 @@ async function resolve(
 ): Promise<PermissionVariables | undefined> {
   const token = presentedAccessToken(request);
   if (token === undefined) return undefined;
+  let vars: PermissionVariables;
   try {
-    return await verifier.verify(token, deps.clock.now());
+    vars = await verifier.verify(token, deps.clock.now());
   } catch (err) {
     if (err instanceof InvalidAccessToken) throw invalid(err.message);
     throw err;
   }
+  // A signature proves who made the token, not that its session still stands: the revoked list says
+  // that, from memory (see auth/revocations.ts), for every route of every instance.
+  const facts = tokenFacts(vars);
+  if (facts) {
+    const refused = deps.revocations.refuses(facts);
+    if (refused === true || (refused !== false && (await refused))) throw invalid(SESSION_ENDED);
+  }
+  return vars;
 }
+
+const SESSION_ENDED =
+  'the session of this access token has ended (signed out, or ended by a security change)';
 
 export const identityPlugin = fp(async (app: FastifyInstance, opts: { deps: IdentityDeps }) => {
   const cache = new WeakMap<FastifyRequest, Promise<PermissionVariables | undefined>>();

@@ -25,6 +25,10 @@ export interface MetricsSources {
   outbox?: { backlog(): Promise<{ pending: number; oldestSeconds: number; failed: number }> };
   /** PostgreSQL pool figures; absent for PGlite. */
   poolStats?: () => PoolStats;
+  /** The revoked list of access tokens (auth/revocations.ts). */
+  revocations?: {
+    stats(): { size: number; trusted: boolean; lastLagMs: number | undefined };
+  };
   /** The image transform queue and its counters, when storage is on. */
   images?: {
     readonly queue: { readonly stats: { running: number; waiting: number } };
@@ -176,7 +180,34 @@ export class Metrics {
       },
     });
 
-    const { poolStats, images } = sources;
+    const { poolStats, images, revocations } = sources;
+    if (revocations) {
+      new Gauge({
+        name: 'gatehouse_revoked_list_entries',
+        help: 'Entries in the in-memory list of revoked access tokens: ended sessions plus users whose earlier tokens are void.',
+        registers,
+        collect() {
+          this.set(revocations.stats().size);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_revoked_list_trusted',
+        help: '1 while the revoked list is current (listening for revocations); 0 after the notification connection dropped, until it listens again and has reloaded (tokens are then checked against the database).',
+        registers,
+        collect() {
+          this.set(revocations.stats().trusted ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_revocation_notification_lag_seconds',
+        help: 'How late the last revocation notification arrived, from the revoking instance to this one, in seconds.',
+        registers,
+        collect() {
+          const lag = revocations.stats().lastLagMs;
+          if (lag !== undefined) this.set(lag / 1000);
+        },
+      });
+    }
     if (poolStats) {
       new Gauge({
         name: 'gatehouse_db_pool_connections',

@@ -204,14 +204,16 @@ for (const kind of dbKinds()) {
         cookies: { refresh_token: b.cookies.refresh_token },
       });
       assert.equal(out.statusCode, 204);
+      // The logout ended that session, its access-token cookie included: delete from another sign-in.
+      const c = await browser(t);
       const gone = await t.app.inject({
         method: 'POST',
         url: '/auth/delete',
         headers: { origin: SERVER },
-        cookies: b.cookies,
+        cookies: c.cookies,
       });
       assert.equal(gone.statusCode, 204);
-      assert.equal(await accounts(t, b.userId), 0);
+      assert.equal(await accounts(t, c.userId), 0);
     });
 
     it('leaves bearer requests alone, from any origin and with cookies beside them', async () => {

@@ -251,8 +251,12 @@ for (const kind of dbKinds()) {
       const legacy = 'f0e1d2c3-b4a5-4697-8877-665544332211';
       await t.ctx.db.query(
         'test-legacy-token',
-        `INSERT INTO auth.session_tokens (token_hash, family_id, account_id, expires_at)
-         VALUES (encode(sha256(convert_to($1, 'UTF8')), 'hex'), gen_random_uuid(), $2, $3)`,
+        `WITH session AS (
+           INSERT INTO auth.sessions (id, account_id, created_at, last_active_at, expires_at)
+           VALUES (gen_random_uuid(), $2, now(), now(), $3) RETURNING id
+         )
+         INSERT INTO auth.session_tokens (token_hash, family_id, account_id, expires_at)
+         SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), id, $2, $3 FROM session`,
         [legacy, o.accountId, new Date(t.clock.now().getTime() + 86_400_000)],
       );
       const s = await refreshed(t, legacy);

@@ -44,6 +44,7 @@ for (const kind of dbKinds()) {
       assert.deepEqual(Object.keys(payload), [
         'https://hasura.io/jwt/claims',
         'auth_time',
+        'sid',
         'sub',
         'iss',
         'iat',
@@ -51,6 +52,8 @@ for (const kind of dbKinds()) {
       ]);
       // OIDC's auth_time: the sign-in (here the registration) that started the session.
       assert.equal(payload.auth_time, payload.iat);
+      // OIDC's sid: the session, which GET /auth/sessions lists and DELETE /auth/sessions/{id} ends.
+      assert.match(String(payload.sid), /^[0-9a-f-]{36}$/);
       assert.deepEqual(payload['https://hasura.io/jwt/claims'], {
         'x-hasura-user-id': body.user.id,
         'x-hasura-allowed-roles': ['user'],
@@ -239,8 +242,13 @@ for (const kind of dbKinds()) {
       const legacy = '3f2b1c9e-8f6d-4a1b-9c7e-2d5f8a1b3c4d';
       await t.ctx.db.query(
         't',
-        `INSERT INTO auth.session_tokens (token_hash, family_id, account_id, expires_at)
-         SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), gen_random_uuid(), id, $3::timestamptz FROM auth.accounts WHERE user_id = $2`,
+        `WITH session AS (
+           INSERT INTO auth.sessions (id, account_id, created_at, last_active_at, expires_at)
+           SELECT gen_random_uuid(), id, now(), now(), $3::timestamptz FROM auth.accounts WHERE user_id = $2
+           RETURNING id, account_id
+         )
+         INSERT INTO auth.session_tokens (token_hash, family_id, account_id, expires_at)
+         SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex'), id, account_id, $3::timestamptz FROM session`,
         [legacy, s.userId, new Date(t.clock.now().getTime() + 86_400_000)],
       );
       const res = await refresh(t, legacy);

@@ -111,7 +111,7 @@ for (const kind of dbKinds()) {
       });
       const off = await g.gatehouse('users', 'disable', 'ada@example.com');
       assert.equal(off.code, 0, off.err);
-      assert.match(off.err, /disabled ada@example\.com; [1-9]\d* refresh token\(s\) revoked/);
+      assert.match(off.err, /disabled ada@example\.com; [1-9]\d* session\(s\) ended/);
       await g.withService(async (ctx, app) => {
         const denied = await login(app, 'ada@example.com');
         assert.equal(denied.statusCode, 403);
@@ -129,7 +129,14 @@ for (const kind of dbKinds()) {
         const { issueSession } = await import('../../src/auth/sessions.ts');
         await assert.rejects(
           issueSession(
-            { config: ctx.config, db: ctx.db, clock: ctx.clock, keys: ctx.keys, passwords: ctx.passwords },
+            {
+              config: ctx.config,
+              db: ctx.db,
+              clock: ctx.clock,
+              keys: ctx.keys,
+              passwords: ctx.passwords,
+              revocations: ctx.revocations,
+            },
             (row.rows[0] as { id: string }).id,
           ),
           /ACCOUNT_DISABLED|This account is disabled/,
@@ -216,6 +223,54 @@ for (const kind of dbKinds()) {
           });
         assert.equal((await use(first)).json().code, 'INVALID_TICKET');
         assert.equal((await use(second)).statusCode, 204);
+      });
+    });
+
+    it('sessions lists where an account is signed in; sign-out ends them all, access tokens included', async () => {
+      const made = await g.gatehouse('users', 'create', 'grace@example.com', '--active');
+      assert.equal(made.code, 0, made.err);
+      // A password for the account: the reset link, used through the service.
+      const link = new URL((await g.gatehouse('users', 'reset-link', 'grace@example.com')).out.trim());
+      const jwt = await g.withService(async (_ctx, app) => {
+        const set = await app.inject({
+          method: 'POST',
+          url: '/auth/change-password/change',
+          payload: { ticket: link.searchParams.get('ticket'), new_password: PASSWORD },
+        });
+        assert.equal(set.statusCode, 204, set.body);
+        const a = await login(app, 'grace@example.com');
+        const b = await login(app, 'grace@example.com');
+        assert.equal(b.statusCode, 200, b.body);
+        return a.json().jwt_token as string;
+      });
+      const listed = await g.gatehouse('users', 'sessions', 'grace@example.com', '--json');
+      assert.equal(listed.code, 0, listed.err);
+      const rows = JSON.parse(listed.out) as { id: string; sign_in_method: string }[];
+      assert.equal(rows.length, 2);
+      assert.deepEqual(
+        rows.map((r) => r.sign_in_method),
+        ['password', 'password'],
+      );
+      const out = await g.gatehouse('users', 'sign-out', 'grace@example.com');
+      assert.equal(out.code, 0, out.err);
+      assert.match(out.err, /grace@example\.com: 2 session\(s\) ended/);
+      assert.equal(
+        JSON.parse((await g.gatehouse('users', 'sessions', 'grace@example.com', '--json')).out).length,
+        0,
+      );
+      // A service started afterwards loads the revocations: the access token is refused, not only the refresh.
+      await g.withService(async (_ctx, app) => {
+        const res = await app.inject({
+          method: 'GET',
+          url: '/auth/sessions',
+          headers: { authorization: `Bearer ${jwt}` },
+        });
+        assert.equal(res.statusCode, 401);
+        assert.equal(
+          (await login(app, 'grace@example.com')).statusCode,
+          200,
+          'the account can sign in again',
+        );
       });
     });
   });

@@ -110,9 +110,13 @@ export const HBP_TRIGGERS: string[] = [
   'public.users set_public_users_updated_at BEFORE UPDATE ROW EXECUTE FUNCTION set_current_timestamp_updated_at()',
 ];
 
-/** Triggers Gatehouse adds to HBP's tables: a changed address forgets its proof (migration 0010). */
+/**
+ * Triggers Gatehouse adds to HBP's tables: a changed address forgets its proof (migration 0010), and a
+ * deleted account's access tokens are revoked whatever deleted it (migration 0011).
+ */
 export const GATEHOUSE_ADDED_TRIGGERS: string[] = [
   'auth.accounts forget_email_proof BEFORE UPDATE ROW EXECUTE FUNCTION auth.forget_email_proof()',
+  'auth.accounts revoke_deleted_account AFTER DELETE ROW EXECUTE FUNCTION auth.revoke_deleted_account()',
 ];
 
 /** The triggers a migrated database has, in readSchema's order. */

@@ -45,7 +45,7 @@ for (const kind of dbKinds()) {
       assert.deepEqual(schema.indexes, implied);
     });
 
-    it("has HBP's three updated_at triggers and Gatehouse's forget_email_proof", () => {
+    it("has HBP's three updated_at triggers and Gatehouse's forget_email_proof and revoke_deleted_account", () => {
       assert.deepEqual(schema.triggers, MIGRATED_TRIGGERS);
     });
 

@@ -6,7 +6,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Database, DatabaseUnavailable, openPglite, openPostgres } from '../../src/db/database.ts';
+import {
+  type Database,
+  DatabaseUnavailable,
+  openPglite,
+  openPostgres,
+  type Subscription,
+} from '../../src/db/database.ts';
 import { loadMigrations, migrate } from '../../src/db/migrate.ts';
 import { runsHere } from './requirements.ts';
 
@@ -249,6 +255,8 @@ async function leasePglite(): Promise<TestDatabase> {
   const state = await pristine;
   let live = true;
   let released: Promise<void> | undefined;
+  // A reused database must not call the handlers of an earlier suite.
+  const subscriptions = new Set<Subscription>();
   const guard = (name: string) => {
     if (!live) throw new DatabaseUnavailable(name, undefined, new Error('PGlite is closed'));
   };
@@ -257,6 +265,7 @@ async function leasePglite(): Promise<TestDatabase> {
   const release = () => {
     live = false;
     released ??= (async () => {
+      for (const sub of subscriptions) await sub.close();
       const reusable = idle.length < MAX_IDLE && (await restore(raw, state).catch(() => false));
       if (reusable) {
         idle.push(raw);
@@ -282,6 +291,12 @@ async function leasePglite(): Promise<TestDatabase> {
     async ping() {
       guard('ping');
       return raw.ping();
+    },
+    async listen(channel, handler) {
+      guard('listen');
+      const sub = await raw.listen(channel, handler);
+      subscriptions.add(sub);
+      return sub;
     },
     close: release,
   };

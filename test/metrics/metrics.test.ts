@@ -378,6 +378,34 @@ for (const kind of dbKinds()) {
       }
     });
 
+    it('reports the revoked list: its size grows when a session ends, it is trusted, and the lag is known', async () => {
+      const before = await scrape(t);
+      assert.equal(sampleSum(before, 'gatehouse_revoked_list_trusted'), 1);
+      const reg = await t.app.inject({
+        method: 'POST',
+        url: '/auth/register',
+        payload: {
+          email: `revoked-${Date.now()}@example.com`,
+          password: 'correct horse battery',
+          cookie: false,
+        },
+      });
+      assert.equal(reg.statusCode, 200, reg.body);
+      const out = await t.app.inject({
+        method: 'POST',
+        url: '/auth/logout',
+        headers: bearer(reg.json().jwt_token),
+      });
+      assert.equal(out.statusCode, 204);
+      const now = await scrape(t);
+      assert.equal(
+        sampleSum(now, 'gatehouse_revoked_list_entries') -
+          sampleSum(before, 'gatehouse_revoked_list_entries'),
+        1,
+      );
+      assert.ok(now.some((s) => s.name === 'gatehouse_revocation_notification_lag_seconds'));
+    });
+
     it(`reports the database pool ${kind === 'postgres' ? 'connections' : '(none for PGlite)'}`, async () => {
       const now = await scrape(t);
       if (kind === 'postgres') {

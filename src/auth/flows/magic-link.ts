@@ -86,6 +86,10 @@ export async function followMagicLink(
       });
       return { kind: 'mfa', ticket, redirectTo };
     }
-    return { kind: 'session', session: await issueSession(deps, used.accountId, { db: tx }), redirectTo };
+    return {
+      kind: 'session',
+      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link' }),
+      redirectTo,
+    };
   });
 }

@@ -404,7 +404,11 @@ export async function finishProviderSignIn(
       return { kind: 'mfa', ticket, ...common };
     }
     // A new session family signed in now: a fresh sign-in for SENSITIVE_ACTION_WINDOW (auth_time).
-    return { kind: 'session', session: await issueSession(deps, account.row.id, { db: tx }), ...common };
+    return {
+      kind: 'session',
+      session: await issueSession(deps, account.row.id, { db: tx, method: `oauth:${provider.name}` }),
+      ...common,
+    };
   });
 }
 

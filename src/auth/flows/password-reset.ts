@@ -18,7 +18,7 @@ import {
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { checkBreached } from '../passwords.ts';
-import { deleteAccountSessions } from '../sessions-store.ts';
+import { endAllSessions } from '../sessions.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
 import { proveMailedAddress } from './link-emails.ts';
 
@@ -96,6 +96,6 @@ export async function resetPassword(
     await setPasswordHash(tx, account.id, hash);
     await proveMailedAddress(deps, tx, used, 'password-reset');
     await retireTickets(tx, now, account.id);
-    await deleteAccountSessions(tx, account.id);
+    await endAllSessions(deps, account.id, undefined, tx);
   });
 }

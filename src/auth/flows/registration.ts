@@ -181,7 +181,7 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
       userData: plan.userData,
     });
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
-    const session = await issueSession(deps, accountId, { db: tx });
+    const session = await issueSession(deps, accountId, { db: tx, method: 'password' });
     return { user: session.user, session };
   });
 }
@@ -342,7 +342,10 @@ export async function activateWithTicket(
     if (!used) return undefined;
     if (!(await completeRegistration(deps, tx, used, 'activation'))) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
-    return { session: await issueSession(deps, used.accountId, { db: tx }), redirectTo };
+    return {
+      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link' }),
+      redirectTo,
+    };
   });
 }
 

@@ -12,8 +12,7 @@ import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { SessionDeps } from '../deps.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
-import { issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
-import { deleteAccountSessions } from '../sessions-store.ts';
+import { endAllSessions, issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
 import * as store from './mfa-store.ts';
 import { SecretBox, SecretBoxError } from './secret-box.ts';
 import { base32Decode, base32Encode, generateSecret, otpauthUri, verifyTotp } from './totp.ts';
@@ -160,7 +159,7 @@ export async function disableMfa(
     const now = deps.clock.now();
     if (!(await store.deactivateMfa(tx, account.id, now))) throw new AppError('MFA_ALREADY_DISABLED');
     await store.retireMfaTickets(tx, account.id, now);
-    await deleteAccountSessions(tx, account.id, keepFamily);
+    await endAllSessions(deps, account.id, keepFamily, tx);
   });
 }
 
@@ -182,7 +181,7 @@ export async function completeMfaLogin(deps: MfaDeps, ticket: string, code: stri
   return deps.db.transaction(async (tx) => {
     await acceptCode(deps, tx, account, secret, code);
     if (!(await store.useTicket(tx, ticket, deps.clock.now()))) throw new AppError('INVALID_TICKET');
-    return issueSession(deps, account.id, { db: tx });
+    return issueSession(deps, account.id, { db: tx, method: 'mfa' });
   });
 }
 

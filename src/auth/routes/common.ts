@@ -2,7 +2,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
 import { presentedAccessToken, REFRESH_COOKIE, signedCookie } from '../../http/identity.ts';
-import { AUTH_TIME_CLAIM } from '../jwt.ts';
+import { AUTH_TIME_CLAIM, tokenFacts } from '../jwt.ts';
 import type { Reauthentication } from '../reauth.ts';
 import type { OwnSignIn } from '../sessions.ts';
 
@@ -37,17 +37,16 @@ export function presentedRefreshToken(
 }
 
 /**
- * How the caller names its own sign-in (kept when a security change ends the others): the refresh token it
- * presents, and the issue time of its access token. Call in a signed-in route, whose hook verified that token.
+ * How the caller names its own session (kept when a security change ends the others): the `sid` of the
+ * access token the signed-in context's hook verified, and the refresh token it presents (for tokens
+ * signed before sessions had ids). Call in a signed-in route.
  */
 export function ownSignIn(request: FastifyRequest): OwnSignIn {
-  const token = presentedAccessToken(request);
-  const iat = token === undefined ? undefined : decodeJwt(token).iat;
   return {
+    sessionId: tokenFacts(request.user)?.sessionId,
     // Names only the sign-in to keep, so no CSRF check: the credential is the access token that
     // signed-in context's hook verified (and checked for CSRF when it came from a cookie).
     refreshToken: signedCookie(request, REFRESH_COOKIE),
-    accessTokenIat: typeof iat === 'number' ? iat : undefined,
   };
 }
 

@@ -12,16 +12,20 @@ import { documentsOnly, gate, notServed, registerWhen } from '../../http/switche
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
+import { sessionBegunBy } from '../session-response.ts';
+import { recordSessionClient } from '../sessions.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
 import { deleteRoute } from './delete.ts';
 import { emailRoutes } from './email-routes.ts';
+import { hasuraWebhookRoute } from './hasura-webhook.ts';
 import { jwksRoute } from './jwks.ts';
 import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
 import { providerRoutes } from './providers/index.ts';
 import { registerRoute } from './register.ts';
+import { sessionsRoutes } from './sessions.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
@@ -35,16 +39,28 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
   app.setNotFoundHandler(async () => {
     throw new AppError('NOT_FOUND');
   });
+  // A reply that hands out a new session records the client it began from (GET /auth/sessions shows it).
+  app.addHook('onSend', async (request, reply) => {
+    const sid = sessionBegunBy(reply);
+    if (sid === undefined) return;
+    const ua = request.headers['user-agent'];
+    await recordSessionClient(deps, sid, {
+      userAgent: typeof ua === 'string' ? ua : undefined,
+      ip: request.ip,
+    });
+  });
   await app.register(registerRoute, { deps });
   await app.register(loginRoute, { deps });
   await app.register(logoutRoute, { deps });
   await app.register(activateRoute, { deps });
   await app.register(tokenRefreshRoute, { deps });
   await app.register(jwksRoute, { deps });
+  await app.register(hasuraWebhookRoute, { deps });
   // Routes for the signed-in caller only: their context's hook authenticates (http/identity.ts).
   await app.register(
     signedInRoutes(async (signedIn) => {
       await signedIn.register(tokenRevokeRoute, { deps });
+      await signedIn.register(sessionsRoutes, { deps });
       await signedIn.register(changePasswordRoute, { deps });
       await registerWhen(signedIn, gate(c, { CHANGE_EMAIL_ENABLED: true, VERIFY_EMAILS: false }), (s) =>
         s.register(changeEmailRoute, { deps }),

@@ -1,15 +1,18 @@
 /**
  * POST /auth/logout: ends the sign-in of the presented refresh token (query `refresh_token`, else the
- * signed cookie), or with `all: true` every session of its account. The session cookies are cleared. Access
- * tokens already issued stay valid until they expire (they are not tracked server-side).
+ * signed cookie) or, without one, the session the bearer access token names (`sid`); with `all: true`
+ * every session of its account. The session cookies are cleared. The access tokens of every session
+ * ended are refused at once, on every instance (auth/revocations.ts).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { AppError, errorResponses } from '../../errors.ts';
+import { callerAccount } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
+import { tokenFacts } from '../jwt.ts';
 import { NoContent } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
-import { endAllSessions, endSession, sessionOf } from '../sessions.ts';
+import { endAllSessions, endSession, endSessionById, sessionOf } from '../sessions.ts';
 import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
 
 export const RefreshTokenQuery = Type.Object(
@@ -35,7 +38,16 @@ export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
     },
     async (request, reply) => {
       const token = presentedRefreshToken(request, request.query);
-      if (!token) throw new AppError('INVALID_REFRESH_TOKEN');
+      if (!token) {
+        // No refresh token: the caller's access token names its session.
+        const who = await request.identity();
+        const sid = who && tokenFacts(who)?.sessionId;
+        if (!who || sid === undefined) throw new AppError('INVALID_REFRESH_TOKEN');
+        const account = await callerAccount(deps, who['user-id']);
+        if (request.body.all === true) await endAllSessions(deps, account.id);
+        else await endSessionById(deps, sid, account.id);
+        return reply.code(204).send(null);
+      }
       // Cookies belong to the sign-in they carry: a token given in the query leaves them alone (§4.3)
       // unless they carry that very sign-in.
       if (token.cookieToo) clearSessionCookies(reply, deps.config);

@@ -12,6 +12,8 @@ import {
   OperatorError,
   resetLink,
   setUserRoles,
+  signOutUser,
+  userSessions,
 } from '../../auth/operator.ts';
 import { Passwords } from '../../auth/passwords.ts';
 import { type CliIO, type Command, configOf, parseOptions, subcommands, UsageError } from '../command.ts';
@@ -178,9 +180,9 @@ const disable = {
   help: `Usage: gatehouse users disable <email|user id>
 
 Blocks the account: no sign-in of any kind (password, MFA, magic link, provider) and no refresh; its
-refresh tokens are revoked and its open links (password reset, magic link, activation) stop working.
-Access tokens already issued stay valid until they expire (JWT_EXPIRES_IN minutes): they are not looked
-up on each request. gatehouse users enable lifts the block.`,
+sessions end and its open links (password reset, magic link, activation) stop working. Its access tokens
+already issued are refused by every running instance within a second. gatehouse users enable lifts the
+block.`,
   async run(args: string[], io: CliIO) {
     const { operands, options } = split(args, []);
     const ref = oneOperand(operands, 'email or user id of the account');
@@ -191,7 +193,7 @@ up on each request. gatehouse users enable lifts the block.`,
         async (deps) => {
           const account = await findAccount(deps.db, ref);
           const ended = await disableUser(deps, account);
-          io.err(`disabled ${account.email ?? account.user_id}; ${ended} refresh token(s) revoked\n`);
+          io.err(`disabled ${account.email ?? account.user_id}; ${ended} session(s) ended\n`);
           return 0;
         },
         io,
@@ -286,6 +288,66 @@ hand it to the account's owner over a channel you trust.`,
   },
 };
 
+const sessions = {
+  summary: "List an account's sessions (where it is signed in)",
+  help: `Usage: gatehouse users sessions <email|user id> [--json]
+
+One line per live session, newest first: session id (the sid of its access tokens), sign-in time, last
+activity, sign-in method, client address and user agent. --json prints the array GET /auth/sessions
+answers its owner (without "current").`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    const { flags } = parseOptions(options, { flags: ['json'] });
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        const rows = await userSessions(deps, account);
+        if (flags.has('json')) {
+          const out = rows.map((r) => ({
+            id: r.id,
+            created_at: r.created_at.toISOString(),
+            last_active_at: r.last_active_at.toISOString(),
+            expires_at: r.expires_at.toISOString(),
+            sign_in_method: r.sign_in_method,
+            user_agent: r.user_agent,
+            ip: r.ip,
+          }));
+          io.out(`${JSON.stringify(out, null, 2)}\n`);
+          return 0;
+        }
+        for (const r of rows)
+          io.out(
+            `${r.id}  ${r.created_at.toISOString()}  ${r.last_active_at.toISOString()}  ${r.sign_in_method ?? '-'}  ${r.ip ?? '-'}  ${r.user_agent ?? '-'}\n`,
+          );
+        if (rows.length === 0) io.err(`${account.email ?? account.user_id} has no live session\n`);
+        return 0;
+      }),
+    );
+  },
+};
+
+const signOut = {
+  summary: 'End every session of an account, at once',
+  help: `Usage: gatehouse users sign-out <email|user id>
+
+Ends every session of the account: its refresh tokens stop working and its access tokens are refused by
+every running instance within a second. The account can sign in again (gatehouse users disable blocks it).`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    const ref = oneOperand(operands, 'email or user id of the account');
+    parseOptions(options, {});
+    return operate(io, () =>
+      withDatabase(configOf(io), async (deps) => {
+        const account = await findAccount(deps.db, ref);
+        const ended = await signOutUser(deps, account);
+        io.err(`${account.email ?? account.user_id}: ${ended} session(s) ended\n`);
+        return 0;
+      }),
+    );
+  },
+};
+
 const subs = {
   create,
   list,
@@ -293,11 +355,13 @@ const subs = {
   enable,
   'set-role': setRole,
   'reset-link': resetLinkCmd,
+  sessions,
+  'sign-out': signOut,
 };
 
 const users: Command = {
   name: 'users',
-  summary: 'Accounts: create, list, disable, enable, set-role, reset-link',
+  summary: 'Accounts: create, list, disable, enable, set-role, reset-link, sessions, sign-out',
   help: `Usage: gatehouse users <subcommand> [options]
 
 ${Object.entries(subs)
