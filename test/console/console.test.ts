@@ -9,7 +9,7 @@
  * docs/console/ (the README shows one). Without Chromium the suite is reported as skipped.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -26,12 +26,11 @@ import { tempDir } from '../helpers/app.ts';
 import { migratedPgliteDump } from '../helpers/db.ts';
 import { REPO_ROOT } from '../helpers/process.ts';
 import { runsHere } from '../helpers/requirements.ts';
+import { keepScreenshot } from '../helpers/screenshots.ts';
 
 const SHOTS = path.join(REPO_ROOT, 'docs/console');
 /** Screenshots are documentation: small enough to keep in the repository. */
 const MAX_SHOT_BYTES = 200_000;
-/** Share of pixels below which a new picture shows the same page as the old one, with other data. */
-const SAME_PAGE = 0.03;
 const EMAIL = 'ada@example.com';
 const PASSWORD = 'correct horse battery staple';
 const NEW_PASSWORD = 'another long passphrase 42';
@@ -53,23 +52,6 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
-}
-
-/** The share of pixels that differ between the PNG in `file` and `png` (1 when there is no comparable file). */
-async function differingShare(file: string, png: Buffer): Promise<number> {
-  if (!existsSync(file)) return 1;
-  const raw = (b: Buffer) => sharp(b).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-  const [a, b] = await Promise.all([raw(readFileSync(file)), raw(png)]);
-  if (a.info.width !== b.info.width || a.info.height !== b.info.height) return 1;
-  let differing = 0;
-  for (let i = 0; i < a.data.length; i += 3) {
-    const d =
-      Math.abs((a.data[i] as number) - (b.data[i] as number)) +
-      Math.abs((a.data[i + 1] as number) - (b.data[i + 1] as number)) +
-      Math.abs((a.data[i + 2] as number) - (b.data[i + 2] as number));
-    if (d > 24) differing++;
-  }
-  return differing / (a.info.width * a.info.height);
 }
 
 /** A small picture worth a thumbnail: a gradient with a sun. */
@@ -169,9 +151,8 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
 
     /**
      * Photographs the page into docs/console/<name>.png and checks the picture stays small. A picture that
-     * differs from the one already there only in data (ids, times, the QR code: under SAME_PAGE of its
-     * pixels) is left alone, so that a test run does not rewrite the documentation for nothing;
-     * UPDATE_SCREENSHOTS=1 rewrites every picture.
+     * differs from the one already there only in data (ids, times, the QR code) is left alone
+     * (test/helpers/screenshots.ts), so that a test run does not rewrite the documentation for nothing.
      */
     async function shot(name: string): Promise<void> {
       const file = path.join(SHOTS, `${name}.png`);
@@ -183,8 +164,7 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       assert.ok(png.length < MAX_SHOT_BYTES, `${name}.png is ${png.length} bytes (limit ${MAX_SHOT_BYTES})`);
       const meta = await sharp(png).metadata();
       assert.deepEqual([meta.width, meta.height], [1000, 700], `${name}.png is the viewport`);
-      if (process.env['UPDATE_SCREENSHOTS'] !== '1' && (await differingShare(file, png)) < SAME_PAGE) return;
-      writeFileSync(file, png);
+      await keepScreenshot(file, png);
     }
 
     /** Fails when a field of the page has no label, or a button or link no name a screen reader can say. */
