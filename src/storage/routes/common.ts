@@ -2,7 +2,7 @@
  * What the storage routes share: the key from the URL, the caller as the rules see it, and the
  * response schemas.
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../errors.ts';
