@@ -98,6 +98,9 @@ export async function serveCliSocket(
     });
   });
   chmodSync(file, 0o600);
+  // The HTTP server is what keeps a service running: a process whose server has closed (a stop, or a
+  // test that built a server) must not be held open by this socket alone.
+  server.unref();
   return {
     path: file,
     close: () =>

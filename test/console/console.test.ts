@@ -143,6 +143,7 @@ if (runsHere('chromium', 'the console walk-through in headless Chromium')) {
       await context?.close();
       if (server) {
         await server.app.close();
+        await server.cliSocket?.close();
         await closeContext(server.ctx);
       }
       rmSync(dataDir, { recursive: true, force: true });
