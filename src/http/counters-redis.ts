@@ -3,7 +3,7 @@
  * instance that uses it.
  */
 import { Redis } from 'ioredis';
-import type { Count, CounterStore } from './counters.ts';
+import type { Count, CounterStore } from './counter-store.ts';
 
 // INCR and the expiry of a new window in one atomic step, so instances never disagree on the window.
 // ARGV[2] = '1' restarts the window on every hit (a sliding one).

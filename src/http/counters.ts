@@ -9,25 +9,9 @@ import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { Outage } from '../outage.ts';
 
-export interface Count {
-  count: number;
-  /** Milliseconds until the window ends. */
-  resetInMs: number;
-}
+import type { Count, CounterStore } from './counter-store.ts';
 
-export interface CounterStore {
-  /**
-   * Adds one to `key` (starting a window of `windowMs` on the first hit) and returns the new count.
-   * `slide`: every hit restarts the window, so the count is forgotten only after `windowMs` of quiet.
-   */
-  increment(key: string, windowMs: number, slide?: boolean): Promise<Count>;
-  /** The current count of `key`, without counting. */
-  peek(key: string): Promise<Count | undefined>;
-  /** Takes back one hit of `key` (a count never goes below 0; the window is unchanged). */
-  release(key: string): Promise<void>;
-  reset(key: string): Promise<void>;
-  close(): Promise<void>;
-}
+export type { Count, CounterStore };
 
 export class MemoryStore implements CounterStore {
   private readonly counts = new Map<string, { count: number; resetAt: number }>();
