@@ -40,14 +40,20 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     throw new AppError('NOT_FOUND');
   });
   // A reply that hands out a new session records the client it began from (GET /auth/sessions shows it).
+  // Best effort: the session is already committed and its answer decided, so a database that fails here
+  // (an outage) leaves the description empty rather than turning the sign-in into an error.
   app.addHook('onSend', async (request, reply) => {
     const sid = sessionBegunBy(reply);
     if (sid === undefined) return;
     const ua = request.headers['user-agent'];
-    await recordSessionClient(deps, sid, {
-      userAgent: typeof ua === 'string' ? ua : undefined,
-      ip: request.ip,
-    });
+    try {
+      await recordSessionClient(deps, sid, {
+        userAgent: typeof ua === 'string' ? ua : undefined,
+        ip: request.ip,
+      });
+    } catch (err) {
+      request.log.warn({ err }, 'the new session was not described (its client stays unknown)');
+    }
   });
   await app.register(registerRoute, { deps });
   await app.register(loginRoute, { deps });
