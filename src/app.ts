@@ -38,6 +38,7 @@ import { outboxDir } from './mail/mailer.ts';
 import { metricsPlugin } from './metrics/plugin.ts';
 import type { StorageRouteDeps } from './storage/routes/common.ts';
 import { storageRoutes } from './storage/routes/index.ts';
+import { forgetSharesOf } from './storage/shares/shares.ts';
 
 export interface BuildOptions {
   /**
@@ -176,7 +177,17 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
   if (ctx.storage) {
     const { objects, rules, images } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
-    await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+    const shares = { config, db: ctx.db, clock: ctx.clock };
+    await app.register(storageRoutes, {
+      deps: {
+        ...shares,
+        objects,
+        rules,
+        images,
+        shares: { forget: (key: string) => forgetSharesOf(shares, key) },
+      },
+      prefix: '/storage',
+    });
   } else {
     await registerWhen(app, gate(config, { STORAGE_ENABLED: true }), (s) =>
       s.register(storageRoutes, {
@@ -185,6 +196,8 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
           objects: notServed<StorageRouteDeps['objects']>('the object store'),
           rules: notServed<StorageRouteDeps['rules']>('the storage rules'),
           images: notServed<StorageRouteDeps['images']>('the image transforms'),
+          db: notServed<StorageRouteDeps['db']>('the database'),
+          clock: ctx.clock,
         },
         prefix: '/storage',
       }),

@@ -21,6 +21,8 @@ export interface StorageDeps {
   readonly rules: StorageRules;
   /** Cached image variants (images/service.ts), forgotten when their source is overwritten or deleted. */
   readonly images: { forget(sourceKey: string): Promise<void> };
+  /** Share links (shares/shares.ts), revoked when their file is deleted. */
+  readonly shares?: { forget(key: string): Promise<void> };
 }
 
 /** What the rules know about a request. */
@@ -242,6 +244,32 @@ export async function openWholeFile(
 }
 
 /**
+ * Where a download's file comes from and who decided it may be read: the storage rules for the caller
+ * (`ruleCheckedFile`), or a share link (shares/shares.ts). The sending (validators, ranges, images) is
+ * the same for both.
+ */
+export interface FileSource {
+  /** Metadata, access settled (resolveFile). */
+  resolve(): Promise<ReadableFile>;
+  /** The whole file, opened first and access settled after (openWholeFile). */
+  openWhole(): Promise<{ file: ReadableFile; body: Readable }>;
+  /**
+   * Called once when the answer will carry bytes of the file (not for HEAD, 304 or 416), after they are
+   * opened and before anything is sent; a throw refuses the request. A share link counts its download
+   * here.
+   */
+  beforeBytes?(): Promise<void>;
+}
+
+/** A file read under the storage rules, as the caller. */
+export function ruleCheckedFile(deps: StorageDeps, key: ParsedKey, caller: Caller): FileSource {
+  return {
+    resolve: () => resolveFile(deps, key, caller),
+    openWhole: () => openWholeFile(deps, key, caller),
+  };
+}
+
+/**
  * Opens the bytes (all, or one range) of the version `info` describes. When the file has changed since
  * `info` was read, rejects with ObjectChanged (backends/object-store.ts) rather than return bytes the
  * caller's headers do not describe.
@@ -298,7 +326,11 @@ export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Call
   fileKey(key);
   const info = await store(() => deps.objects.head(key.key));
   requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
-  if (!info || !(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
+  if (!info) throw new AppError('NOT_FOUND');
+  // Before the object goes: when this fails the file stays, and never a file gone with its links alive
+  // (a file put at the same path later must not be served by them).
+  await deps.shares?.forget(key.key);
+  if (!(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
   await deps.images.forget(key.key);
 }
 
