@@ -13,6 +13,7 @@ import { passwordResetStep } from './auth/flows/password-reset.ts';
 import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
+import { ProviderRegistry } from './auth/oauth/registry.ts';
 import { Passwords } from './auth/passwords.ts';
 import { Revocations } from './auth/revocations.ts';
 import type { SealedKind } from './auth/sealed-store.ts';
@@ -55,6 +56,8 @@ export interface AppContext {
    * current from the database through LISTEN/NOTIFY.
    */
   readonly revocations: Revocations;
+  /** The enabled sign-in providers (OAuth, OpenID Connect) with their discovery caches. */
+  readonly providers: ProviderRegistry;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
@@ -98,10 +101,11 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   const secret = await attempt(() => cookieSecret(config));
   const mfaBox =
     config.AUTH_ENABLED && config.MFA_ENABLED ? await attempt(() => SecretBox.fromConfig(config)) : undefined;
+  const providers = await attempt(() => new ProviderRegistry(config, clock));
   const rules = config.STORAGE_ENABLED
     ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))
     : undefined;
-  if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
+  if (problems.length > 0 || !keys || secret === undefined || !providers) throw new ConfigError(problems);
   opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
 
   const db = watchAvailability(
@@ -148,6 +152,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       tasks,
       counters,
       revocations,
+      providers,
       mfaBox,
       storage,
     };
