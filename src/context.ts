@@ -25,6 +25,7 @@ import { secureDataDir } from './data-dir.ts';
 import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { pruneSecurityFeed } from './events/feed.ts';
 import { cookieSecret } from './http/cookies.ts';
 import { type Counters, openCounters } from './http/counters.ts';
 import { addressBudget } from './mail/budget.ts';
@@ -34,6 +35,9 @@ import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+
+/** How often the security feed's old events are deleted. */
+const SECURITY_EVENTS_PRUNE_EVERY_MS = 3_600_000;
 
 export interface AppContext {
   readonly config: Config;
@@ -162,6 +166,10 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     outbox.handle('magic-link-login', (tx, input) => magicLoginStep(deps, tx, input));
     // Emails left unsent by an earlier run (or another instance) go out now.
     outbox.start();
+    // The security feed keeps SECURITY_EVENTS_RETENTION_DAYS; every instance prunes (idempotent, cheap).
+    tasks.every('security-events-prune', SECURITY_EVENTS_PRUNE_EVERY_MS, async () => {
+      await pruneSecurityFeed(db, clock, config.SECURITY_EVENTS_RETENTION_DAYS);
+    });
     return ctx;
   } catch (err) {
     await counters?.store.close().catch(() => {});
@@ -222,6 +230,7 @@ export function authDeps(ctx: AppContext): AuthDeps {
  */
 export async function closeContext(ctx: AppContext): Promise<void> {
   ctx.outbox.stop();
+  ctx.tasks.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();
