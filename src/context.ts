@@ -33,6 +33,7 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { EmailOutbox } from './mail/outbox.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { FileCatalog } from './storage/files.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
 
@@ -73,6 +74,8 @@ export interface StorageContext {
   readonly rules: StorageRules;
   /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
   readonly images: ImageService;
+  /** The files table's state on this instance and its background repairs (storage/files.ts). */
+  readonly catalog: FileCatalog;
 }
 
 export interface ContextOptions {
@@ -144,6 +147,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
+    // In the background: the first import of a store's objects, then the repair of cut-off uploads.
+    if (storage) storage.catalog.start({ config, db, clock, ...storage }, opts.log);
     const ctx: AppContext = {
       config,
       db,
@@ -212,7 +217,7 @@ async function openStorage(
       (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
     );
   }
-  return { objects, rules, images: new ImageService(config, log) };
+  return { objects, rules, images: new ImageService(config, log), catalog: new FileCatalog() };
 }
 
 /** The part of the context the auth routes and domain use. */
@@ -233,6 +238,7 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   ctx.tasks.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
+  await ctx.storage?.catalog.stop();
   await ctx.storage?.objects.close();
   await ctx.storage?.images.close();
   await ctx.passwords.close();
