@@ -38,7 +38,6 @@ import { outboxDir } from './mail/mailer.ts';
 import { metricsPlugin } from './metrics/plugin.ts';
 import type { StorageRouteDeps } from './storage/routes/common.ts';
 import { storageRoutes } from './storage/routes/index.ts';
-import { forgetSharesOf } from './storage/shares/shares.ts';
 
 export interface BuildOptions {
   /**
@@ -168,24 +167,17 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
           return;
         reply.headers(NO_CACHE_HEADERS);
       });
-      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
+      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox, providers: ctx.providers });
     };
     await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
       s.register(authGroup, { prefix: '/auth' }),
     );
   }
   if (ctx.storage) {
-    const { objects, rules, images } = ctx.storage;
+    const { objects, rules, images, catalog } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
-    const shares = { config, db: ctx.db, clock: ctx.clock };
     await app.register(storageRoutes, {
-      deps: {
-        ...shares,
-        objects,
-        rules,
-        images,
-        shares: { forget: (key: string) => forgetSharesOf(shares, key) },
-      },
+      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog },
       prefix: '/storage',
     });
   } else {
@@ -193,11 +185,12 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       s.register(storageRoutes, {
         deps: {
           config,
+          db: ctx.db,
+          clock: ctx.clock,
+          catalog: notServed<StorageRouteDeps['catalog']>('the files table'),
           objects: notServed<StorageRouteDeps['objects']>('the object store'),
           rules: notServed<StorageRouteDeps['rules']>('the storage rules'),
           images: notServed<StorageRouteDeps['images']>('the image transforms'),
-          db: notServed<StorageRouteDeps['db']>('the database'),
-          clock: ctx.clock,
         },
         prefix: '/storage',
       }),

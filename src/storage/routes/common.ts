@@ -10,7 +10,6 @@ import { ADMIN_SECRET_SUBJECT } from '../../http/guesses.ts';
 import type { ImageService } from '../images/service.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
 import { type Caller, isAdmin, type StorageDeps } from '../service.ts';
-import type { ShareDeps } from '../shares/shares.ts';
 
 export const FileMetadataSchema = Type.Object(
   {
@@ -38,8 +37,8 @@ export const TokenQuery = Type.Object(
 
 export const security: { [scheme: string]: string[] }[] = [{ bearer: [] }, { adminSecret: [] }, {}];
 
-/** What the storage routes use: the service's dependencies, the image transforms, and share links'. */
-export interface StorageRouteDeps extends StorageDeps, Omit<ShareDeps, 'config'> {
+/** What the storage routes use: the service's dependencies and the image transforms. */
+export interface StorageRouteDeps extends StorageDeps {
   readonly images: ImageService;
 }
 

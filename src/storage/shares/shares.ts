@@ -39,7 +39,6 @@ import {
   insertShare,
   listShares,
   revokeShare,
-  revokeSharesOfKey,
   type ShareRow,
 } from './shares-store.ts';
 
@@ -201,11 +200,6 @@ export async function revokeOwnShare(deps: ShareDeps, user: PermissionVariables,
       ? { tokenHash: hashOf(ref) }
       : undefined;
   if (!by || !(await revokeShare(deps.db, ownerId, by, now))) throw new AppError('SHARE_LINK_NOT_FOUND');
-}
-
-/** Revokes every link to `key`: its file was deleted (a file put there later is not shared by them). */
-export async function forgetSharesOf(deps: ShareDeps, key: string): Promise<void> {
-  await revokeSharesOfKey(deps.db, key, deps.clock.now());
 }
 
 /**
