@@ -188,9 +188,40 @@ export interface ReadableFile {
  */
 export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
   fileKey(key);
-  const [info, row] = await Promise.all([store(() => deps.objects.head(key.key)), visibleRow(deps, key.key)]);
-  // An object without its row (an upload that never completed) is not a file yet: as if missing.
-  return readAccess(deps, key, caller, row === null ? undefined : info);
+  return readAccess(deps, key, caller, await headVisible(deps, key.key));
+}
+
+/**
+ * The metadata of the file at `key`, access not considered; undefined when there is none. An object
+ * without its row (an upload that never completed) is not a file yet: as if missing.
+ */
+export async function headVisible(deps: StorageDeps, key: string): Promise<ObjectInfo | undefined> {
+  const [info, row] = await Promise.all([store(() => deps.objects.head(key)), visibleRow(deps, key)]);
+  return row === null ? undefined : info;
+}
+
+/**
+ * The file at `key`, opened, access not considered; undefined when there is none (an object without its
+ * row included, none of whose bytes are read).
+ */
+export async function getVisible(
+  deps: StorageDeps,
+  key: string,
+): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
+  const reading = store(() => deps.objects.get(key));
+  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key)]);
+  if (read.status === 'rejected') throw read.reason;
+  const got = read.value;
+  if (row.status === 'rejected') {
+    got?.body.destroy();
+    throw row.reason;
+  }
+  if (row.value === null && got) {
+    // Not a file until its upload completed (files.ts).
+    got.body.destroy();
+    return undefined;
+  }
+  return got;
 }
 
 function readAccess(
@@ -233,19 +264,7 @@ export async function openWholeFile(
   caller: Caller,
 ): Promise<{ file: ReadableFile; body: Readable }> {
   fileKey(key);
-  const reading = store(() => deps.objects.get(key.key));
-  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key.key)]);
-  if (read.status === 'rejected') throw read.reason;
-  let got = read.value;
-  if (row.status === 'rejected') {
-    got?.body.destroy();
-    throw row.reason;
-  }
-  if (row.value === null && got) {
-    // Not a file until its upload completed (files.ts): as if missing, and none of its bytes are read.
-    got.body.destroy();
-    got = undefined;
-  }
+  const got = await getVisible(deps, key.key);
   try {
     const file = readAccess(deps, key, caller, got?.info);
     if (!got) throw new AppError('NOT_FOUND');

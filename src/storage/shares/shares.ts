@@ -27,10 +27,11 @@ import {
   type Caller,
   type DenialLog,
   type FileSource,
+  getVisible,
+  headVisible,
   type ReadableFile,
   resolveFile,
   type StorageDeps,
-  store,
 } from '../service.ts';
 import {
   claimDownload,
@@ -217,12 +218,12 @@ export async function sharedFile(deps: ShareDeps, storage: StorageDeps, id: stri
   const readable = (info: ReadableFile['info']): ReadableFile => ({ info, public: false });
   return {
     async resolve() {
-      const info = await store(() => storage.objects.head(key));
+      const info = await headVisible(storage, key);
       if (!info) throw gone();
       return readable(info);
     },
     async openWhole(): Promise<{ file: ReadableFile; body: Readable }> {
-      const got = await store(() => storage.objects.get(key));
+      const got = await getVisible(storage, key);
       if (!got) throw gone();
       return { file: readable(got.info), body: got.body };
     },
