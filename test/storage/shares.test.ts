@@ -215,6 +215,19 @@ for (const [db, backend] of dbBackendPairs()) {
       assert.equal(res.json().code, 'SHARE_LINK_GONE');
       const item = (await listed(t, alice)).items.find((i) => i.handle === s.handle);
       assert.equal(item?.status, 'expired');
+      // Kept 30 days after it stopped working (410), then forgotten when its owner makes a link (404).
+      t.clock.advance(30 * 86_400_000 - 1_000);
+      // Access tokens made before are long expired by this clock.
+      alice = await accessToken(t, ALICE);
+      bob = await accessToken(t, BOB);
+      await made(t, alice, { path: file });
+      assert.equal((await download(t, s.id)).statusCode, 410);
+      t.clock.advance(2_000);
+      alice = await accessToken(t, ALICE);
+      bob = await accessToken(t, BOB);
+      await made(t, alice, { path: file });
+      assert.equal((await download(t, s.id)).statusCode, 404);
+      assert.ok(!(await listed(t, alice)).items.some((i) => i.handle === s.handle));
     });
 
     it('serves exactly max_downloads of 20 concurrent downloads', async () => {
@@ -375,6 +388,22 @@ for (const [db, backend] of dbBackendPairs()) {
       assert.equal((await download(t, s.id)).statusCode, 200);
       await deleteUser(t.ctx.db, userId);
       assert.equal((await download(t, s.id)).statusCode, 404);
+    });
+
+    it("makes a disabled account's links answer 410, and refuses it new ones", async () => {
+      const { id, token } = await newUser(t, 'disabled');
+      const key = `user/${id}/mine.txt`;
+      await upload(t, key, 'mine', token);
+      const s = await made(t, token, { path: key });
+      await t.ctx.db.query(
+        'test-disable',
+        'UPDATE auth.accounts SET disabled_at = now() WHERE user_id = $1',
+        [id],
+      );
+      assert.equal((await download(t, s.id)).statusCode, 410);
+      const again = await share(t, token, { path: key });
+      assert.equal(again.statusCode, 403);
+      assert.equal(again.json().code, 'ACCOUNT_DISABLED');
     });
 
     it('never writes a link id to the log, on creation, download or revocation', async () => {

@@ -157,6 +157,20 @@ export async function revokeShare(
   return rowCount > 0;
 }
 
+/**
+ * Forgets the owner's links that stopped working (expired or revoked) before `before`: rows kept until
+ * then answer 410 rather than 404. Run when the owner makes a link, so the table holds no more than each
+ * owner's recent links.
+ */
+export async function purgeDeadShares(db: Queryable, ownerId: string, before: Date): Promise<void> {
+  await db.query(
+    'PurgeDeadShares',
+    `DELETE FROM storage.shares
+      WHERE owner_id = $1 AND least(expires_at, coalesce(revoked_at, expires_at)) < $2`,
+    [ownerId, before],
+  );
+}
+
 /** Revokes every live link to `key` (its file was deleted). */
 export async function revokeSharesOfKey(db: Queryable, key: string, now: Date): Promise<void> {
   await db.query(

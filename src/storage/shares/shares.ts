@@ -39,6 +39,7 @@ import {
   findShareByHash,
   insertShare,
   listShares,
+  purgeDeadShares,
   revokeShare,
   type ShareRow,
 } from './shares-store.ts';
@@ -46,6 +47,8 @@ import {
 /** Random bytes of a link id: 192 bits, 32 base64url characters. */
 const ID_BYTES = 24;
 const ID_SHAPE = /^[A-Za-z0-9_-]{32}$/;
+/** How long a link that stopped working is kept (answering 410, not 404) before it is forgotten. */
+const KEEP_DEAD_MS = 30 * 86_400_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface ShareDeps {
@@ -157,6 +160,7 @@ export async function createShare(
     expiresAt: new Date(now.getTime() + seconds * 1000),
     maxDownloads: input.max_downloads ?? null,
   });
+  await purgeDeadShares(deps.db, ownerId, new Date(now.getTime() - KEEP_DEAD_MS));
   return {
     id,
     url: shareUrl(config, id),
