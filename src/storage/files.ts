@@ -86,7 +86,7 @@ export class FileCatalog {
         if (await isImported(deps.db, name)) this.imported = true;
         else {
           const report = await reconcile(deps, { removeStale: false });
-          await markImported(deps.db, name, report.imported, deps.clock.now());
+          await markStoreImported(deps, report.imported);
           this.imported = true;
           if (report.imported > 0)
             log.info({ imported: report.imported }, 'storage: existing objects imported into storage.files');
@@ -120,6 +120,14 @@ export class FileCatalog {
     clearTimeout(this.timer);
     await this.running;
   }
+}
+
+/** Records that the configured store's objects are in the table (the first start then skips its import). */
+export async function markStoreImported(
+  deps: Pick<FilesDeps, 'config' | 'db' | 'clock'>,
+  imported: number,
+): Promise<void> {
+  await markImported(deps.db, FileCatalog.storeName(deps.config), imported, deps.clock.now());
 }
 
 /** What a finished upload hands to `completeUpload`. */
@@ -199,7 +207,7 @@ export async function repairInterrupted(deps: FilesDeps): Promise<{ completed: n
     for (const r of expired) {
       const [object, row] = await Promise.all([deps.objects.head(r.key), findFile(deps.db, r.key)]);
       if (object && !(row && row.etag === object.etag && row.size === object.size)) {
-        const reservation = { ...r, expiresAt: r.expiresAt.toISOString() };
+        const reservation = { ...r, length: r.bytes, expiresAt: r.expiresAt.toISOString() };
         await completeUpload(deps, { info: object, ownerId: r.ownerId, reservation });
         completed++;
       } else {

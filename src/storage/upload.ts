@@ -127,6 +127,8 @@ export async function uploadFile(
       if (peeking) release(this);
       settled
         .then(async (decideAtEnd) => {
+          // Bytes that came in while the reservation was being made went by before its limit was known.
+          if (size > reservedLimit) throw overQuota(reservedLimit);
           if (decideAtEnd) {
             const input = ruleInput(key, caller, resource(size));
             const decision = deps.rules.decide(op, input);
@@ -158,13 +160,20 @@ export async function uploadFile(
       if (early.allowed === false) throw refused(deps, op, input, caller, early);
       decideAtEnd = early.allowed === 'later';
     }
-    settle(decideAtEnd);
     // Reserved before any byte is written (413 stores nothing); the declared length, else the size limit.
-    const declared = Math.min(max, file.declaredSize ?? file.sizeBound ?? max);
+    const known = file.declaredSize ?? file.sizeBound;
     const lease = () => new Date(deps.clock.now().getTime() + UPLOAD_LEASE_MS);
-    reserved = await reserveQuota(deps, { ownerId, key: key.key, bytes: declared, expiresAt: lease() });
-    // The reservation covers the overwritten file's size as credit: the stream may bring `declared`.
-    reservedLimit = declared;
+    reserved = await reserveQuota(deps, {
+      ownerId,
+      key: key.key,
+      bytes: Math.min(max, known ?? max),
+      expiresAt: lease(),
+      // A body of unknown length (chunked) gets what is free, up to the size limit, and must stop there.
+      upTo: known === undefined,
+    });
+    reservedLimit = reserved.length;
+    // The end-of-body checks wait for this: they check the size against the reservation too.
+    settle(decideAtEnd);
     const held = reserved;
     renew = setInterval(() => void extendQuota(deps, held, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
     renew.unref();

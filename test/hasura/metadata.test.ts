@@ -52,7 +52,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
   });
   after(() => new Promise<void>((r) => server.close(() => r())));
 
-  it('posts to /v1/query with the admin secret: 8 tables, then their relationships', async () => {
+  it('posts to /v1/query with the admin secret: 9 tables (storage.files too), then their relationships', async () => {
     const result = await applyHasuraMetadata(
       { endpoint: `${base}/v1/graphql`, adminSecret: 'the-secret' },
       log,
@@ -70,9 +70,10 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       'auth.refresh_tokens',
       'auth.roles',
       'public.users',
+      'storage.files',
     ]);
     const firstRelationship = received.findIndex((r) => r.body.type !== 'track_table');
-    assert.equal(firstRelationship, 8, 'every table is tracked before any relationship');
+    assert.equal(firstRelationship, 9, 'every table is tracked before any relationship');
     const rel = (name: string, schema: string, table: string) =>
       received.find((r) => {
         const t = r.body.args.table as { schema: string; name: string } | undefined;
@@ -102,8 +103,20 @@ describe('Hasura metadata at start (contract 10.4)', () => {
         },
       },
     });
-    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 8);
-    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 6);
+    // A file's uploader, and a user's files.
+    assert.deepEqual(rel('owner', 'storage', 'files')?.args.using, { foreign_key_constraint_on: 'owner_id' });
+    assert.deepEqual(rel('files', 'public', 'users'), {
+      type: 'create_array_relationship',
+      args: {
+        table: { schema: 'public', name: 'users' },
+        name: 'files',
+        using: {
+          foreign_key_constraint_on: { table: { schema: 'storage', name: 'files' }, column: 'owner_id' },
+        },
+      },
+    });
+    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 9);
+    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 7);
     // public.users was "already tracked": that call failed, the others went on.
     assert.deepEqual(result, { accepted: received.length - 1, failed: 1 });
   });
@@ -117,7 +130,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       { endpoint: `http://127.0.0.1:${port}/v1/graphql`, adminSecret: '' },
       log,
     );
-    assert.deepEqual(result, { accepted: 0, failed: 22 });
+    assert.deepEqual(result, { accepted: 0, failed: 25 });
     const before = received.length;
     await applyHasuraMetadata({ endpoint: `${base}/v1/graphql`, adminSecret: '' }, log);
     assert.ok(received.slice(before).every((r) => r.secret === undefined));
@@ -148,7 +161,7 @@ describe('the service process with HASURA_ENDPOINT', () => {
       const body = await readJson(req);
       calls.push(`${req.url} ${req.headers['x-hasura-admin-secret']} ${body.type}`);
       res.writeHead(200).end('{"message":"success"}');
-      if (calls.length === 22) done();
+      if (calls.length === 25) done();
     });
     await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
     const port = (engine.address() as AddressInfo).port;
@@ -162,8 +175,8 @@ describe('the service process with HASURA_ENDPOINT', () => {
     });
     await running.listening;
     await allCalls;
-    assert.equal(calls.length, 22);
+    assert.equal(calls.length, 25);
     assert.ok(calls.every((c) => c.startsWith('/v1/query engine-secret ')));
-    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 8);
+    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 9);
   });
 });
