@@ -167,7 +167,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
           return;
         reply.headers(NO_CACHE_HEADERS);
       });
-      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
+      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox, providers: ctx.providers });
     };
     await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
       s.register(authGroup, { prefix: '/auth' }),

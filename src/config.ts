@@ -441,6 +441,17 @@ const SETTINGS = {
     true,
     'Email the old address after an email change (direct or confirmed), so the owner learns of a takeover. Off only if you tell the owner another way (HBP: off).',
   ),
+  NOTIFY_NEW_SIGN_IN: bool(
+    AUTH,
+    true,
+    'Email the owner when their account is signed in from a device not seen on it in the last 90 days (browser family and network), when emails are on. The email has no link that signs in.',
+  ),
+  SECURITY_EVENTS_RETENTION_DAYS: int(
+    AUTH,
+    90,
+    'Days an event of the security feed (`GET /auth/security-events`, `auth.security_events`) is kept.',
+    { min: 1 },
+  ),
   ANONYMOUS_USERS_ENABLED: bool(AUTH, false, '`POST /auth/login` with `anonymous: true`.', [
     'ANONYMOUS_USERS_ENABLE',
   ]),
