@@ -75,12 +75,14 @@ export class FileCatalog {
   }
 
   /**
-   * Starts the background work: the first import when the store has none recorded, then the repair of
-   * uploads cut off, now and every half lease. Never blocks the start; a failure is logged and retried
-   * at the next pass.
+   * Learns whether the store was imported (one query, awaited, so that no request is read by the store
+   * on an instance that should read the table), then starts the background work: the first import when
+   * none is recorded, and the repair of uploads cut off, now and every half lease. The import and the
+   * repairs never hold the start; a failure is logged and retried at the next pass.
    */
-  start(deps: FilesDeps, log: FastifyBaseLogger): void {
+  async start(deps: FilesDeps, log: FastifyBaseLogger): Promise<void> {
     const name = FileCatalog.storeName(deps.config);
+    this.imported = await isImported(deps.db, name);
     const pass = async () => {
       if (!this.imported) {
         if (await isImported(deps.db, name)) this.imported = true;

@@ -167,7 +167,7 @@ for (const kind of dbKinds()) {
 
         // The start's pass (the same FileCatalog.start every start runs) repairs it.
         const catalog = new FileCatalog();
-        catalog.start({ ...deps(), catalog }, silent);
+        await catalog.start({ ...deps(), catalog }, silent);
         await catalog.ready;
         await catalog.stop();
         assert.equal((await row(key))?.owner_id, u.id, 'completed for the uploader its reservation names');
@@ -205,7 +205,7 @@ for (const kind of dbKinds()) {
         await t.ctx.db.query('test-unmark', 'DELETE FROM storage.imports');
         const catalog = new FileCatalog();
         assert.equal(catalog.imported, false);
-        catalog.start({ ...deps(), catalog }, silent);
+        await catalog.start({ ...deps(), catalog }, silent);
         await catalog.ready;
         await catalog.stop();
         assert.equal(catalog.imported, true);
