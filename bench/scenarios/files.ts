@@ -1,14 +1,21 @@
 /**
  * The files table: the metadata of a folder of 10,000 files (`GET /storage/m/<folder>/`), read from
- * storage.files by one indexed prefix scan, against listing the same folder from the store directly
- * (what the route did before the table). The objects are written into the folder store before the
- * service starts, so the service's first start imports them (its time is reported too).
+ * storage.files by indexed prefix scans, against listing the same folder from the store directly (what
+ * the route did before the table). The objects are written into the folder store and imported into the
+ * table (what `gatehouse storage reconcile` or a first start does; its time is reported) before the
+ * service starts, so that every request is answered from the table: during a first start's background
+ * import the service still lists the store.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { systemClock } from '../../src/clock.ts';
+import { configFrom } from '../../src/config.ts';
+import { openPglite, openPostgres } from '../../src/db/database.ts';
+import { migrate } from '../../src/db/migrate.ts';
 import { FsObjectStore } from '../../src/storage/backends/fs.ts';
+import { markStoreImported, reconcile } from '../../src/storage/files.ts';
 import { type BenchEnv, type Scenario, serviceDatabase } from '../lib/env.ts';
 import { type Row, row } from '../lib/report.ts';
 import { startService } from '../lib/service.ts';
@@ -33,18 +40,23 @@ export const filesScenarios: Scenario = {
       });
     }
     const database = await serviceDatabase(env);
-    const started = Date.now();
+    env.log(`importing ${count} objects into storage.files`);
+    const dbUrl = database.vars['DATABASE_URL'];
+    const db = dbUrl ? openPostgres(dbUrl, 2) : await openPglite(path.join(dataDir, 'db'));
+    const started = process.hrtime.bigint();
+    try {
+      await migrate(db);
+      const deps = { config: configFrom({ DATA_DIR: dataDir }), db, clock: systemClock, objects: store };
+      const report = await reconcile(deps, { removeStale: false });
+      await markStoreImported(deps, report.imported);
+      if (report.imported !== count) throw new Error(`imported ${report.imported}`);
+    } finally {
+      await db.close();
+    }
+    const importS = Number(process.hrtime.bigint() - started) / 1e9;
     const svc = await startService({ ...database.vars, DATA_DIR: dataDir });
     try {
       const url = `${svc.url}/storage/m/${FOLDER}`;
-      // The first start imports the objects in the background; until then the folder is read from the store.
-      for (;;) {
-        const res = await fetch(`${svc.url}/storage/o/${FOLDER}f00000.txt`, { method: 'HEAD' });
-        const imported = await fetch(url).then((r) => r.json() as Promise<unknown[]>);
-        if (res.ok && imported.length === count) break;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      const importS = (Date.now() - started) / 1000;
       const runs = env.quick ? 5 : 11;
       const tableMs: number[] = [];
       const storeMs: number[] = [];
@@ -69,7 +81,7 @@ export const filesScenarios: Scenario = {
           median(tableMs),
           median(storeMs),
           { kind: 'max-value', value: 200 },
-          { baseline: 'fs store listing in-process', startAndImportS: importS },
+          { baseline: 'fs store listing in-process', importS },
         ),
       ];
     } finally {

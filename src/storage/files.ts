@@ -87,7 +87,9 @@ export class FileCatalog {
       if (!this.imported) {
         if (await isImported(deps.db, name)) this.imported = true;
         else {
-          const report = await reconcile(deps, { removeStale: false });
+          // Stopped between pages at shutdown (the next start imports again: what is in is kept).
+          const report = await reconcile(deps, { removeStale: false, stopped: () => this.stopped });
+          if (this.stopped) return;
           await markStoreImported(deps, report.imported);
           this.imported = true;
           if (report.imported > 0)
@@ -238,8 +240,9 @@ export interface ReconcileReport {
  */
 export async function reconcile(
   deps: Pick<FilesDeps, 'db' | 'objects' | 'clock'>,
-  opts: { removeStale: boolean },
+  opts: { removeStale: boolean; stopped?: () => boolean },
 ): Promise<ReconcileReport> {
+  const stopped = opts.stopped ?? (() => false);
   const report: ReconcileReport = { imported: 0, updated: 0, removed: 0, objects: 0 };
   let page: ObjectInfo[] = [];
   const flush = async () => {
@@ -262,9 +265,10 @@ export async function reconcile(
   for await (const object of deps.objects.list('')) {
     page.push(object);
     if (page.length >= PAGE) await flush();
+    if (stopped()) return report;
   }
   await flush();
-  if (opts.removeStale) {
+  if (opts.removeStale && !stopped()) {
     let after = '';
     for (;;) {
       const keys = await fileKeysAfter(deps.db, after, PAGE);

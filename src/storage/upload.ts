@@ -50,10 +50,10 @@ export function uploaderOf(caller: Caller): string | null {
   return typeof id === 'string' && id !== '' ? id : null;
 }
 
-function overQuota(declared: number): AppError {
+function overQuota(reserved: number): AppError {
   return new AppError(
     'QUOTA_EXCEEDED',
-    `The file is longer than the ${declared} bytes its request declared, which is what the quota reserved.`,
+    `The file is longer than the ${reserved} bytes reserved for it (its declared length, or what your quota had free).`,
   );
 }
 
@@ -174,8 +174,8 @@ export async function uploadFile(
     reservedLimit = reserved.length;
     // The end-of-body checks wait for this: they check the size against the reservation too.
     settle(decideAtEnd);
-    const held = reserved;
-    renew = setInterval(() => void extendQuota(deps, held, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
+    const mine = reserved;
+    renew = setInterval(() => void extendQuota(deps, mine, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
     renew.unref();
     const token = existing?.token || randomUUID();
     info = await store(() => objects.put(key.key, guard, { contentType, token }));
