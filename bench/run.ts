@@ -9,6 +9,7 @@ import os from 'node:os';
 import type { BenchEnv, Scenario } from './lib/env.ts';
 import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
+import { filesScenarios } from './scenarios/files.ts';
 import { imageScenarios } from './scenarios/images.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
@@ -18,6 +19,7 @@ const SCENARIOS: Scenario[] = [
   authScenarios,
   refreshScenarios,
   storageScenarios,
+  filesScenarios,
   s3Scenarios,
   imageScenarios,
 ];

@@ -148,7 +148,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     // In the background: the first import of a store's objects, then the repair of cut-off uploads.
-    if (storage) storage.catalog.start({ config, db, clock, ...storage }, opts.log);
+    if (storage) await storage.catalog.start({ config, db, clock, ...storage }, opts.log);
     const ctx: AppContext = {
       config,
       db,
