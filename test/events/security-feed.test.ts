@@ -5,22 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { recordEvent } from '../../src/events/record.ts';
-import { bearer, HS, login, signUp } from '../auth/helpers.ts';
+import { HS, login, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
-
-export interface FeedEvent {
-  id: string;
-  type: string;
-  created_at: string;
-  ip: string | null;
-  user_agent: string | null;
-  session_id: string | null;
-  details: Record<string, unknown>;
-}
-
-export const feed = (t: TestApp, jwt: string, query = '') =>
-  t.app.inject({ method: 'GET', url: `/auth/security-events${query}`, headers: bearer(jwt) });
+import { accountIdOf, type FeedEvent, feed } from './helpers.ts';
 
 for (const kind of dbKinds()) {
   describe(`GET /auth/security-events [${kind}]`, () => {
@@ -128,14 +116,4 @@ for (const kind of dbKinds()) {
       assert.ok(!res.body.includes(theirs[0]?.id ?? 'x'));
     });
   });
-}
-
-export async function accountIdOf(t: TestApp, userId: string): Promise<string> {
-  const { rows } = await t.ctx.db.query<{ id: string }>(
-    'test-account-of',
-    'SELECT id FROM auth.accounts WHERE user_id = $1',
-    [userId],
-  );
-  assert.ok(rows[0]);
-  return rows[0].id;
 }

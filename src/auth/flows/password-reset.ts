@@ -7,6 +7,8 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appLink } from '../../mail/links.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import {
@@ -81,7 +83,7 @@ export async function issueResetLink(
 /** POST /auth/change-password/change. */
 export async function resetPassword(
   deps: AuthDeps,
-  input: { ticket: string; newPassword: string },
+  input: { ticket: string; newPassword: string; client?: EventClient },
 ): Promise<void> {
   const now = deps.clock.now();
   // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
@@ -96,6 +98,8 @@ export async function resetPassword(
     await setPasswordHash(tx, account.id, hash);
     await proveMailedAddress(deps, tx, used, 'password-reset');
     await retireTickets(tx, now, account.id);
-    await endAllSessions(deps, account.id, undefined, tx);
+    const client = input.client ?? null;
+    await recordEvent(deps, tx, { type: 'password_reset', accountId: account.id, client, details: {} });
+    await endAllSessions(deps, account.id, undefined, tx, { reason: 'password_reset', client });
   });
 }
