@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { pruneSecurityFeed } from '../../src/events/feed.ts';
 import { recordEvent } from '../../src/events/record.ts';
 import { HS, login, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
@@ -91,6 +92,27 @@ for (const kind of dbKinds()) {
       }
       assert.equal((await feed(t, a.jwt, '?limit=1')).statusCode, 200);
       assert.equal((await feed(t, a.jwt, '?limit=100')).statusCode, 200);
+    });
+
+    it('forgets events older than SECURITY_EVENTS_RETENTION_DAYS and keeps the younger ones', async () => {
+      const a = await signUp(t);
+      const accountId = await accountIdOf(t, a.userId);
+      await recordEvent(t.ctx, t.ctx.db, { type: 'mfa_enabled', accountId, details: {} });
+      t.clock.advance(60 * 86_400_000);
+      await recordEvent(t.ctx, t.ctx.db, { type: 'mfa_disabled', accountId, details: {} });
+      t.clock.advance(31 * 86_400_000);
+      assert.equal(t.config.SECURITY_EVENTS_RETENTION_DAYS, 90);
+      const pruned = await pruneSecurityFeed(t.ctx.db, t.clock, t.config.SECURITY_EVENTS_RETENTION_DAYS);
+      assert.ok(pruned >= 2, `pruned ${pruned}`);
+      const { rows } = await t.ctx.db.query<{ type: string }>(
+        'test',
+        'SELECT type FROM auth.security_events WHERE account_id = $1',
+        [accountId],
+      );
+      assert.deepEqual(
+        rows.map((r) => r.type),
+        ['mfa_disabled'],
+      );
     });
 
     it('never shows another account’s events, not even through its event id as a cursor (400)', async () => {
