@@ -11,12 +11,14 @@ import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
 import { imageScenarios } from './scenarios/images.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
+import { revokedListScenarios } from './scenarios/revoked-list.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
 
 const SCENARIOS: Scenario[] = [
   authScenarios,
   refreshScenarios,
+  revokedListScenarios,
   storageScenarios,
   s3Scenarios,
   imageScenarios,
