@@ -12,6 +12,7 @@ import { documentsOnly, gate, notServed, registerWhen } from '../../http/switche
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
+import type { ProviderRegistry } from '../oauth/registry.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
@@ -28,10 +29,11 @@ import { sessionsRoutes } from './sessions.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
-export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox | undefined }> = async (
-  app,
-  opts,
-) => {
+export const authRoutes: FastifyPluginAsync<{
+  deps: AuthDeps;
+  mfaBox: SecretBox | undefined;
+  providers: ProviderRegistry;
+}> = async (app, opts) => {
   const { deps } = opts;
   const c = deps.config;
   // Unknown and switched-off /auth paths answer inside this group, so they carry its no-cache headers too.
@@ -69,5 +71,5 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     }),
   );
   await app.register(emailRoutes, { deps });
-  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
+  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox, registry: opts.providers });
 };
