@@ -148,8 +148,24 @@ for (const kind of dbKinds()) {
       secrets.push(url.searchParams.get('token') ?? 'no token');
       const res = await t.app.inject({ method: 'GET', url: `${url.pathname}${url.search}&cookie=false` });
       assert.ok(res.statusCode === 200 || res.statusCode === 302, res.body);
-      const [signIn] = await events(a.jwt, 'sign_in');
+      // The link is the address's first proof: the sessions made before it end (a.jwt's too), so the
+      // feed is read with the session the link began.
+      let jwt: string;
+      if (res.statusCode === 302) {
+        const refreshToken = new URL(String(res.headers.location)).searchParams.get('refresh_token');
+        assert.ok(refreshToken);
+        secrets.push(refreshToken);
+        const refreshed = await t.app.inject({
+          method: 'GET',
+          url: `/auth/token/refresh?refresh_token=${encodeURIComponent(refreshToken)}`,
+        });
+        assert.equal(refreshed.statusCode, 200, refreshed.body);
+        jwt = refreshed.json().jwt_token as string;
+      } else jwt = res.json().jwt_token as string;
+      const [signIn] = await events(jwt, 'sign_in');
       assert.deepEqual(signIn?.details, { method: 'magic-link' });
+      const [ended] = await events(jwt, 'session_ended');
+      assert.deepEqual(ended?.details, { reason: 'address_proven', sessions: [decodeJwt(a.jwt).sid] });
     });
 
     it('records MFA on, a wrong code at sign-in, the MFA sign-in and MFA off', async () => {

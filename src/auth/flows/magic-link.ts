@@ -79,7 +79,7 @@ export async function followMagicLink(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;
     if (input.action === 'log-in' && (await proveMailedAddress(deps, tx, used, 'magic-link')))
-      await handOverToMailbox(deps, tx, account.id, 'magic-link');
+      await handOverToMailbox(deps, tx, account.id, 'magic-link', input.client);
     if (account.mfa_enabled) {
       const { ticket } = await issueTicket(tx, deps.config, now, {
         accountId: account.id,

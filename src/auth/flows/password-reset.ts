@@ -96,10 +96,10 @@ export async function resetPassword(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
-    if (await proveMailedAddress(deps, tx, used, 'password-reset'))
-      await handOverToMailbox(deps, tx, account.id, 'password-reset');
-    await retireTickets(tx, now, account.id);
     const client = input.client ?? null;
+    if (await proveMailedAddress(deps, tx, used, 'password-reset'))
+      await handOverToMailbox(deps, tx, account.id, 'password-reset', input.client);
+    await retireTickets(tx, now, account.id);
     await recordEvent(deps, tx, { type: 'password_reset', accountId: account.id, client, details: {} });
     await endAllSessions(deps, account.id, undefined, tx, { reason: 'password_reset', client });
   });
