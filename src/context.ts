@@ -33,6 +33,8 @@ import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+import { webhookDeliverer } from './webhooks/deliverer.ts';
+import { WEBHOOK_KIND, Webhooks } from './webhooks/webhooks.ts';
 
 export interface AppContext {
   readonly config: Config;
@@ -59,6 +61,8 @@ export interface AppContext {
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
+  /** Queues webhook deliveries in a change's transaction (webhooks/); the outbox delivers them. */
+  readonly webhooks: Webhooks;
 }
 
 export interface StorageContext {
@@ -135,6 +139,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     counters = await openCounters(config, () => clock.now().getTime(), opts.log);
     const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
+    const webhooks = new Webhooks(config, clock, () => outbox.wake());
+    if (config.WEBHOOK_URL.length > 0) outbox.deliver(WEBHOOK_KIND, webhookDeliverer(config));
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     const ctx: AppContext = {
       config,
@@ -150,6 +156,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       revocations,
       mfaBox,
       storage,
+      webhooks,
     };
     const deps = authDeps(ctx);
     outbox.handle('password-reset', (tx, input) => passwordResetStep(deps, tx, input));
@@ -204,8 +211,8 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, outbox, revocations } = ctx;
-  return { config, db, clock, keys, passwords, mailer: outbox, revocations };
+  const { config, db, clock, keys, passwords, outbox, revocations, webhooks } = ctx;
+  return { config, db, clock, keys, passwords, mailer: outbox, revocations, webhooks };
 }
 
 /**

@@ -7,6 +7,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { MailPort } from '../mail/port.ts';
+import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { JwtKeys } from './keys.ts';
 import type { Passwords } from './passwords.ts';
 import type { Revocations } from './revocations.ts';
@@ -25,6 +26,8 @@ export interface AuthDeps {
   readonly mailer: MailPort;
   /** This instance's revoked list: ending a session applies to it at commit (revocations.ts). */
   readonly revocations: Revocations;
+  /** Queues webhook deliveries in the change's transaction (webhooks/webhooks.ts). */
+  readonly webhooks: Webhooks;
 }
 
 /** Settings and the time: checks that read no data (domains, link targets). */
