@@ -154,7 +154,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (config.WEBHOOK_URL.length > 0) outbox.deliver(WEBHOOK_KIND, webhookDeliverer(config));
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
     // In the background: the first import of a store's objects, then the repair of cut-off uploads.
-    if (storage) storage.catalog.start({ config, db, clock, ...storage }, opts.log);
+    if (storage) storage.catalog.start({ config, db, clock, ...storage, webhooks }, opts.log);
     const ctx: AppContext = {
       config,
       db,

@@ -37,7 +37,8 @@ export type ConfigDeps = Pick<AuthDeps, 'config' | 'clock'>;
 export type ReauthDeps = ConfigDeps & Pick<AuthDeps, 'passwords'>;
 
 /** Sign-in, sessions and account changes that send no email. */
-export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords' | 'revocations'>;
+export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords' | 'revocations'> &
+  Partial<Pick<AuthDeps, 'webhooks'>>;
 
 /** Account changes that email someone within the request (email change). */
 export type MailingDeps = SessionDeps & Pick<AuthDeps, 'mailer'>;

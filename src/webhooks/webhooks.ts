@@ -12,8 +12,11 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { afterCommit, type Queryable } from '../db/database.ts';
+import type { AccountEvent } from '../events/types.ts';
 import { insertOutboxRow } from '../mail/outbox-store.ts';
+import { type WebhookOfEvent, webhookOfAccountEvent } from './account-events.ts';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './event-types.ts';
+import { accountFacts } from './webhooks-store.ts';
 
 /** The outbox kind of webhook deliveries. */
 export const WEBHOOK_KIND = 'webhook';
@@ -48,6 +51,20 @@ export class Webhooks {
     return this.config.WEBHOOK_URL.length > 0 && this.types.has(type);
   }
 
+  /**
+   * Queues the webhook an account event becomes (account-events.ts), in the event's transaction: the
+   * events/ sink. The account's user id (and address, for an email change) is read in `tx`.
+   */
+  async fromAccountEvent(tx: Queryable, event: AccountEvent): Promise<void> {
+    const mapped = webhookOfAccountEvent(event, null);
+    if (!mapped || !this.wants(mapped.type)) return;
+    const account = await accountFacts(tx, event.accountId);
+    // The account is gone (deleted in the same transaction): its deletion is the webhook that counts.
+    if (!account) return;
+    const hook = webhookOfAccountEvent(event, account.email) as WebhookOfEvent;
+    await this.queue(tx, { type: hook.type, userId: account.user_id, data: hook.data });
+  }
+
   /** Queues `event` for every receiver, in `tx` (the change's transaction); nothing when not wanted. */
   async queue(tx: Queryable, event: WebhookEvent): Promise<void> {
     if (!this.wants(event.type)) return;
@@ -69,4 +86,31 @@ export class Webhooks {
       });
     afterCommit(tx, this.wake);
   }
+}
+
+/** The `user.created` event of a new account. */
+export function userCreated(
+  userId: string,
+  email: string | null,
+  active: boolean,
+  extra: Record<string, unknown> = {},
+): WebhookEvent {
+  return { type: 'user.created', userId, data: { email, active, ...extra } };
+}
+
+/** The `file.uploaded` event of a stored file (plain or TUS upload; an overwrite too). */
+export function fileUploaded(
+  info: { key: string; size: number; contentType: string },
+  ownerId: string | null,
+): WebhookEvent {
+  return {
+    type: 'file.uploaded',
+    userId: ownerId,
+    data: { key: info.key, size: info.size, content_type: info.contentType },
+  };
+}
+
+/** The `file.deleted` event of a removed file. */
+export function fileDeleted(key: string, ownerId: string | null): WebhookEvent {
+  return { type: 'file.deleted', userId: ownerId, data: { key } };
 }
