@@ -8,6 +8,7 @@
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthDeps } from './auth/deps.ts';
+import { emailCodeStep } from './auth/flows/email-otp.ts';
 import { magicLoginStep } from './auth/flows/magic-link.ts';
 import { passwordResetStep } from './auth/flows/password-reset.ts';
 import { activationResendStep } from './auth/flows/registration.ts';
@@ -176,6 +177,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     outbox.handle('password-reset', (tx, input) => passwordResetStep(deps, tx, input));
     outbox.handle('activation-resend', (tx, input) => activationResendStep(deps, tx, input));
     outbox.handle('magic-link-login', (tx, input) => magicLoginStep(deps, tx, input));
+    outbox.handle('email-otp', (tx, input) => emailCodeStep(deps, tx, input));
     // Emails left unsent by an earlier run (or another instance) go out now.
     outbox.start();
     // The security feed keeps SECURITY_EVENTS_RETENTION_DAYS; every instance prunes (idempotent, cheap).

@@ -67,6 +67,7 @@ export const ERRORS = {
   },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
+  INVALID_CODE: { status: 401, message: 'Invalid or expired code.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
   INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
   REAUTHENTICATION_REQUIRED: {

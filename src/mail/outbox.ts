@@ -129,6 +129,7 @@ export class EmailOutbox implements MailPort {
     if (!this.sends) throw new AppError('EMAILS_DISABLED');
     const message: Record<string, unknown> = { email: input.email };
     if (input.redirectTo !== undefined) message.redirectTo = input.redirectTo;
+    if (input.createUser !== undefined) message.createUser = input.createUser;
     await insertOutboxRow(db, { kind: step, message });
     afterCommit(db, () => this.wake());
   }
@@ -312,10 +313,11 @@ export class EmailOutbox implements MailPort {
   private async runStep(row: OutboxRow): Promise<void> {
     const handler = this.steps.get(row.kind as DeferredStep);
     if (!handler) throw new Error(`no handler for the deferred step "${row.kind}"`);
-    const input = (row.message ?? {}) as { email?: unknown; redirectTo?: unknown };
+    const input = (row.message ?? {}) as { email?: unknown; redirectTo?: unknown; createUser?: unknown };
     if (typeof input.email !== 'string') throw new Error('the deferred step has no address');
     const stepInput: DeferredInput = { email: input.email };
     if (typeof input.redirectTo === 'string') stepInput.redirectTo = input.redirectTo;
+    if (typeof input.createUser === 'boolean') stepInput.createUser = input.createUser;
     await this.opts.db.transaction(async (tx) => {
       // Another sender took the row over (our lease ran out): it runs the step, not us.
       if (!(await takeStep(tx, row.id, this.senderId))) return;
@@ -394,7 +396,10 @@ function secretsOf(row: OutboxRow): string[] {
     message.locals?.token,
     ...Object.values(message.headers ?? {}),
   ];
-  return values.filter((v): v is string => typeof v === 'string' && v.length >= 8);
+  const secrets = values.filter((v): v is string => typeof v === 'string' && v.length >= 8);
+  // A one-time code is short, yet a secret all the same.
+  const code = message.locals?.code;
+  return typeof code === 'string' ? [...secrets, code] : secrets;
 }
 
 /**

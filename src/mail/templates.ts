@@ -18,6 +18,7 @@ export const TEMPLATE_NAMES = [
   'notify-email-change',
   'email-in-use',
   'account-exists',
+  'email-code',
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
@@ -56,7 +57,17 @@ const esc = (v: unknown): string =>
  * Locals the service makes itself (links, tickets, the recipient's own address): used as they are.
  * Every other string local is user text (safeLocals).
  */
-const SERVICE_LOCALS = new Set(['url', 'email', 'link', 'ticket', 'token', 'action', 'action_url', 'locale']);
+const SERVICE_LOCALS = new Set([
+  'url',
+  'email',
+  'link',
+  'ticket',
+  'token',
+  'code',
+  'action',
+  'action_url',
+  'locale',
+]);
 
 /** The longest user-chosen text an email shows, in characters. */
 export const USER_TEXT_MAX = 64;
@@ -200,6 +211,16 @@ const DEFAULTS: Record<TemplateName, Default> = {
     ],
     button: 'Sign in',
     after: () => ['If you did not try to register, you can ignore this email.'],
+  },
+  'email-code': {
+    subject: (l) => `Your ${l.action === 'register' ? 'sign-up' : 'sign-in'} code: ${String(l.code ?? '')}`,
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `Your ${l.action === 'register' ? 'sign-up' : 'sign-in'} code is: ${String(l.code ?? '')}`,
+      `Type it in the app within ${String(l.minutes ?? 10)} minutes. It works once; never give it to anyone.`,
+    ],
+    button: 'Or continue with this link',
+    after: () => ['If you did not ask for this code, you can ignore this email.'],
   },
 };
 

@@ -10,7 +10,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 
-export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider';
+export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'email_otp' | 'anonymous' | 'provider';
 export type SignInOutcome =
   /** A session was issued. */
   | 'success'
