@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { errorResponses } from '../../errors.ts';
+import { AppError, errorResponses } from '../../errors.ts';
 import { signInEvent } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';
 import { requestEmailCode, verifyEmailCode } from '../flows/email-otp.ts';
@@ -88,7 +88,7 @@ export const emailOtpRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asy
       try {
         outcome = await verifyEmailCode(deps, { email, code, client: requestClient(request) });
       } catch (err) {
-        signInEvent('email_otp', 'invalid_code');
+        if (err instanceof AppError && err.code === 'INVALID_CODE') signInEvent('email_otp', 'invalid_code');
         throw err;
       }
       signInEvent('email_otp', outcome.kind === 'mfa' ? 'mfa_required' : 'success');
