@@ -54,6 +54,14 @@ for (const kind of dbKinds()) {
         rows.map((r) => r.sign_in_method),
         ['email-otp'],
       );
+      // The address's first proof hands the account to the mailbox: the password typed by whoever
+      // created the account no longer signs in (as with a magic link).
+      const old = await t.app.inject({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email, password: PASSWORD },
+      });
+      assert.equal(old.statusCode, 401, old.body);
       // Single use.
       const again = await verify({ email, code });
       assert.equal(again.statusCode, 401);

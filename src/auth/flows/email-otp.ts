@@ -40,7 +40,7 @@ import {
 import { sha256Hex } from '../secrets.ts';
 import { issueSession } from '../sessions.ts';
 import { EMAIL_CODE_LIFETIME_MINUTES, issueTicket } from '../tickets-store.ts';
-import { proveMailedAddress } from './link-emails.ts';
+import { handOverToMailbox, proveMailedAddress } from './link-emails.ts';
 import type { LinkOutcome } from './magic-link.ts';
 import { completeRegistration } from './registration.ts';
 
@@ -154,7 +154,10 @@ export async function verifyEmailCode(
     const used = { accountId: account.id, payload: { sent_to: live.payload.sent_to } };
     if (!account.active) {
       if (!(await completeRegistration(deps, tx, used, 'email-otp'))) return undefined;
-    } else await proveMailedAddress(deps, tx, used, 'email-otp');
+    } else if (await proveMailedAddress(deps, tx, used, 'email-otp')) {
+      // The address's first proof: the account goes to the mailbox's owner, as with a magic link.
+      await handOverToMailbox(deps, tx, account.id, 'email-otp');
+    }
     const current = await findAccountById(tx, account.id);
     if (!current?.active) return undefined;
     if (current.mfa_enabled) {

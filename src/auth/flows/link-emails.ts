@@ -51,10 +51,11 @@ export async function handOverToMailbox(
   deps: SessionDeps,
   tx: Queryable,
   accountId: string,
-  by: 'magic-link' | 'password-reset',
+  by: 'magic-link' | 'password-reset' | 'email-otp',
 ): Promise<void> {
   await deleteAccountLinks(tx, accountId);
-  if (by === 'magic-link') await clearPasswordHash(tx, accountId);
+  // An emailed code lets its typist in without the password, as a magic link does.
+  if (by !== 'password-reset') await clearPasswordHash(tx, accountId);
   await endAllSessions(deps, accountId, undefined, tx);
 }
 
