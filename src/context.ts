@@ -7,6 +7,7 @@
  */
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
+import { missingClaimsFunction } from './auth/custom-claims.ts';
 import type { AuthDeps } from './auth/deps.ts';
 import { emailCodeStep } from './auth/flows/email-otp.ts';
 import { magicLoginStep } from './auth/flows/magic-link.ts';
@@ -133,6 +134,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     if (config.AUTH_ENABLED) {
       await ensureAuthSchema({ config, db });
+      const noClaimsFunction = await missingClaimsFunction(config, db);
+      if (noClaimsFunction) opts.log.warn(noClaimsFunction);
       // Provider tokens are sealed with the MFA box's key (auth/flows/oauth.ts providerTokenBox).
       const sealing = mfaBox ?? (config.PROVIDER_TOKENS_STORED ? SecretBox.fromConfig(config) : undefined);
       if (sealing) {

@@ -234,3 +234,20 @@ export async function withCustomClaims(
   }
   return out;
 }
+
+/**
+ * At start: whether JWT_CLAIMS_FUNCTION names a function that exists as `fn(uuid, jsonb)`. Said as a
+ * warning, not a refusal: the function may be created by the app's own migrations after this service
+ * starts; until then every sign-in and refresh answers 503 CLAIMS_HOOK_FAILED.
+ */
+export async function missingClaimsFunction(config: Config, db: Queryable): Promise<string | undefined> {
+  if (config.JWT_CLAIMS_FUNCTION === '') return undefined;
+  const [schema, name] = config.JWT_CLAIMS_FUNCTION.split('.') as [string, string];
+  const { rows } = await db.query<{ found: boolean }>(
+    'CustomClaimsFunctionExists',
+    'SELECT to_regprocedure($1) IS NOT NULL AS found',
+    [`"${schema}"."${name}"(uuid, jsonb)`],
+  );
+  if (rows[0]?.found) return undefined;
+  return `JWT_CLAIMS_FUNCTION ${config.JWT_CLAIMS_FUNCTION}(user_id uuid, claims jsonb) does not exist yet: every sign-in and refresh answers 503 CLAIMS_HOOK_FAILED until it is created (docs/hooks.md)`;
+}

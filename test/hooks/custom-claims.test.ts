@@ -271,6 +271,25 @@ async function closedPort(): Promise<number> {
 }
 
 describe('custom-claims settings', () => {
+  it('warns at start when JWT_CLAIMS_FUNCTION does not exist yet', async () => {
+    const logged = captureLog('warn');
+    const t = await buildTestApp(
+      'pglite',
+      { ...HS, JWT_CLAIMS_FUNCTION: 'public.not_there' },
+      { log: logged.log },
+    );
+    try {
+      assert.equal(
+        logged.matching(
+          /JWT_CLAIMS_FUNCTION public\.not_there\(user_id uuid, claims jsonb\) does not exist yet/,
+        ).length,
+        1,
+      );
+    } finally {
+      await t.close();
+    }
+  });
+
   for (const [overrides, expected] of [
     [{ JWT_CLAIMS_FUNCTION: 'jwt_claims' }, /JWT_CLAIMS_FUNCTION must be a schema-qualified function name/],
     [{ JWT_CLAIMS_FUNCTION: 'public.x; DROP TABLE y' }, /JWT_CLAIMS_FUNCTION must be a schema-qualified/],

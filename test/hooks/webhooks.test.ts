@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { runCli } from '../../src/cli/main.ts';
 import { ConfigError } from '../../src/config.ts';
+import { recordEvent } from '../../src/events/record.ts';
 import { login, register } from '../auth/helpers.ts';
 import { HS, newEmail } from '../helpers/accounts.ts';
 import { buildTestApp, type ConfigOverrides, type TestApp } from '../helpers/app.ts';
@@ -213,6 +214,64 @@ for (const kind of dbKinds()) {
         [...fields].filter((f) => !allowed.includes(f)),
         [],
       );
+    });
+
+    it("turns the security feed's account events into webhooks, in the event's transaction", async () => {
+      receiver.got.length = 0;
+      const email = newEmail('feed');
+      const r = await register(t, { email, password: PASSWORD, cookie: false });
+      assert.equal(r.statusCode, 200, r.body);
+      const userId = r.json().user.id as string;
+      const { rows } = await t.ctx.db.query<{ id: string }>(
+        'test-account',
+        'SELECT id FROM auth.accounts WHERE user_id = $1',
+        [userId],
+      );
+      const accountId = rows[0]?.id as string;
+      const session = '7b0c6a2e-2f4b-4a57-9a53-6d1c7f3c2a10';
+      await t.ctx.db.transaction(async (tx) => {
+        const deps = { clock: t.clock, webhooks: t.ctx.webhooks };
+        await recordEvent(deps, tx, {
+          type: 'session_ended',
+          accountId,
+          details: { reason: 'logout', sessions: [session] },
+        });
+        await recordEvent(deps, tx, { type: 'password_reset', accountId, details: {} });
+        await recordEvent(deps, tx, { type: 'mfa_enabled', accountId, details: {} });
+        await recordEvent(deps, tx, { type: 'email_changed', accountId, details: { confirmed: true } });
+        await recordEvent(deps, tx, { type: 'account_disabled', accountId, details: { by: 'operator' } });
+        // No webhook for these.
+        await recordEvent(deps, tx, { type: 'sign_in_failed', accountId, details: { reason: 'password' } });
+      });
+      // A rolled-back event sends nothing.
+      await assert.rejects(
+        t.ctx.db.transaction(async (tx) => {
+          await recordEvent({ clock: t.clock, webhooks: t.ctx.webhooks }, tx, {
+            type: 'mfa_disabled',
+            accountId,
+            details: {},
+          });
+          throw new Error('rolled back');
+        }),
+      );
+      await until('the feed events', () => receiver.got.filter((g) => g.data.user_id === userId).length >= 7);
+      const mine = receiver.got.filter((g) => g.data.user_id === userId);
+      assert.deepEqual(
+        mine.map((g) => g.type),
+        [
+          'user.created',
+          'session.created',
+          'session.ended',
+          'password.changed',
+          'mfa.enabled',
+          'user.updated',
+          'user.updated',
+        ],
+      );
+      assert.deepEqual(mine[2]?.data, { user_id: userId, session_ids: [session], reason: 'logout' });
+      assert.deepEqual(mine[3]?.data, { user_id: userId, reset: true });
+      assert.deepEqual(mine[5]?.data, { user_id: userId, changes: ['email'], email });
+      assert.deepEqual(mine[6]?.data, { user_id: userId, changes: ['disabled'], disabled: true });
     });
 
     it('sends nothing for a change rolled back', async () => {
