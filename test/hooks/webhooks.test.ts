@@ -34,6 +34,9 @@ class Receiver {
   readonly got: Received[] = [];
   readonly forged: number[] = [];
   down = false;
+  /** Records a delivery, then answers 500 the first time it sees its id (processed, but the answer lost). */
+  flaky = false;
+  private readonly seen = new Set<string>();
   private server: Server | undefined;
   url = '';
 
@@ -58,7 +61,13 @@ class Receiver {
           res.writeHead(503).end();
           return;
         }
-        this.got.push({ id: req.headers['webhook-id'] as string, ...body });
+        const id = req.headers['webhook-id'] as string;
+        this.got.push({ id, ...body });
+        if (this.flaky && !this.seen.has(id)) {
+          this.seen.add(id);
+          res.writeHead(500).end();
+          return;
+        }
         res.writeHead(204).end();
       });
     });
@@ -272,6 +281,37 @@ for (const kind of dbKinds()) {
       assert.deepEqual(mine[3]?.data, { user_id: userId, reset: true });
       assert.deepEqual(mine[5]?.data, { user_id: userId, changes: ['email'], email });
       assert.deepEqual(mine[6]?.data, { user_id: userId, changes: ['disabled'], disabled: true });
+    });
+
+    it('sends a delivery again with the same webhook-id and body when its answer was lost', async () => {
+      receiver.got.length = 0;
+      receiver.flaky = true;
+      try {
+        const r = await register(t, { email: newEmail('dup'), password: PASSWORD, cookie: false });
+        assert.equal(r.statusCode, 200, r.body);
+        const userId = r.json().user.id as string;
+        await until(
+          'both deliveries twice',
+          () => receiver.got.filter((g) => g.data.user_id === userId).length === 4,
+        );
+        const mine = receiver.got.filter((g) => g.data.user_id === userId);
+        const ids = [...new Set(mine.map((g) => g.id))];
+        assert.equal(ids.length, 2, 'two events, each delivered twice');
+        for (const id of ids) {
+          const copies = mine
+            .filter((g) => g.id === id)
+            .map((g) => JSON.stringify([g.type, g.timestamp, g.data]));
+          assert.equal(copies.length, 2);
+          assert.equal(copies[0], copies[1], 'the same body under the same id');
+        }
+        // In order: the second event waited for the first to be acknowledged.
+        assert.deepEqual(
+          mine.map((g) => g.type),
+          ['user.created', 'user.created', 'session.created', 'session.created'],
+        );
+      } finally {
+        receiver.flaky = false;
+      }
     });
 
     it('sends nothing for a change rolled back', async () => {
