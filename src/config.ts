@@ -10,6 +10,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
 import { JWT_ALGORITHMS, keySettingProblems } from './auth/key-material.ts';
 import { parseUrlPattern } from './http/url-patterns.ts';
+import { WEBHOOK_EVENT_TYPES } from './webhooks/event-types.ts';
 
 export { JWT_ALGORITHMS, type JwtAlgorithm } from './auth/key-material.ts';
 
@@ -260,6 +261,7 @@ const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
+const HOOKS = 'Custom claims and webhooks';
 
 // --- OAuth and OpenID Connect providers (issue 19): helpers of the settings block at the end of SETTINGS ---
 
@@ -1193,6 +1195,75 @@ const SETTINGS = {
     'openid email profile',
     'Scopes asked of the OpenID Connect provider (space-separated; must include `openid`).',
   ),
+
+  // --- Custom claims, webhooks and email codes (issue 30) ---
+  JWT_CLAIMS_FUNCTION: str(
+    HOOKS,
+    '',
+    'A PostgreSQL function, schema-qualified (`public.jwt_claims`), called as `fn(user_id uuid, claims jsonb) returns jsonb` in the transaction that issues every access token (sign-in and refresh); the keys of its answer are added to the Hasura claims. See docs/hooks.md.',
+  ),
+  JWT_CLAIMS_HOOK_URL: url(
+    HOOKS,
+    'An http(s) endpoint POSTed to (Standard Webhooks signature) on every sign-in and refresh; the `claims` of its answer are added to the Hasura claims. A failure, a timeout or a bad answer refuses the sign-in or refresh with `503 CLAIMS_HOOK_FAILED`. See docs/hooks.md.',
+    ['http:', 'https:'],
+  ),
+  JWT_CLAIMS_HOOK_SECRET: str(
+    HOOKS,
+    '',
+    'The Standard Webhooks secret (`whsec_` and base64, 24 to 64 bytes) the claims hook requests are signed with. Required with `JWT_CLAIMS_HOOK_URL`.',
+    { secret: true },
+  ),
+  JWT_CLAIMS_HOOK_TIMEOUT_MS: int(
+    HOOKS,
+    2000,
+    'How long the claims hook has to answer, in milliseconds; later is a failure (503).',
+    { min: 1, max: 60_000 },
+  ),
+  WEBHOOK_URL: list(
+    HOOKS,
+    [],
+    'http(s) endpoints (comma-separated) that receive every event of `WEBHOOK_EVENTS`, signed as Standard Webhooks. See docs/hooks.md.',
+  ),
+  WEBHOOK_SECRET: str(
+    HOOKS,
+    '',
+    'The Standard Webhooks secret (`whsec_` and base64, 24 to 64 bytes) webhook deliveries are signed with. Required with `WEBHOOK_URL`.',
+    { secret: true },
+  ),
+  WEBHOOK_EVENTS: list(
+    HOOKS,
+    [],
+    'Event types sent to `WEBHOOK_URL` (comma-separated); empty: all of them (docs/hooks.md lists them).',
+  ),
+  WEBHOOK_TIMEOUT_MS: int(
+    HOOKS,
+    10000,
+    'How long a webhook receiver has to answer one delivery, in milliseconds; later is a failed attempt, retried.',
+    { min: 100 },
+  ),
+  WEBHOOK_MAX_ATTEMPTS: int(
+    HOOKS,
+    40,
+    'Delivery attempts of one webhook before it is given up (kept in `auth.email_outbox`, listed by `gatehouse webhooks list-failed`). With the default delays, about 31 hours of retrying.',
+    { min: 1 },
+  ),
+  WEBHOOK_RETRY_DELAY_MS: int(
+    HOOKS,
+    10000,
+    'Wait before the first retry of a webhook, in milliseconds; each further retry waits twice as long (±20 %), up to `WEBHOOK_RETRY_MAX_DELAY_MS`.',
+    { min: 1 },
+  ),
+  WEBHOOK_RETRY_MAX_DELAY_MS: int(
+    HOOKS,
+    3_600_000,
+    'Longest wait between two attempts of a webhook, in milliseconds (1 hour).',
+    { min: 1 },
+  ),
+  EMAIL_OTP_ENABLED: bool(
+    AUTH,
+    false,
+    'Sign-in with a 6-digit code sent by email: `POST /auth/otp/email` and `POST /auth/otp/email/verify` (docs/email-flows.md).',
+  ),
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof SETTINGS;
@@ -1347,6 +1418,7 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
   }
   providerChecks(c, problems);
+  hookChecks(c, problems);
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
@@ -1394,6 +1466,50 @@ function crossChecks(c: Partial, problems: string[]): void {
 function isLoopbackHost(host: string): boolean {
   const h = host.toLowerCase().replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/** A Standard Webhooks secret: `whsec_` (optional) and the base64 of 24 to 64 random bytes. */
+function webhookSecretProblem(name: string, secret: string): string | undefined {
+  const b64 = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
+  const size = /^[A-Za-z0-9+/]+={0,2}$/.test(b64) ? Buffer.from(b64, 'base64').length : 0;
+  if (size < 24 || size > 64)
+    return `${name} must be a Standard Webhooks secret: whsec_ followed by the base64 of 24 to 64 random bytes (for example: echo whsec_$(openssl rand -base64 32))`;
+  return undefined;
+}
+
+/** Custom claims and webhooks (issue 30): a hook needs its secret, and names what it calls properly. */
+function hookChecks(c: Partial, problems: string[]): void {
+  const fn = c.JWT_CLAIMS_FUNCTION as string;
+  // Interpolated into SQL (a function name cannot be a parameter): plain identifiers only.
+  if (fn !== '' && !/^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(fn))
+    problems.push(
+      `JWT_CLAIMS_FUNCTION must be a schema-qualified function name such as public.jwt_claims (letters, digits and _), got "${fn}"`,
+    );
+  const hookUrl = c.JWT_CLAIMS_HOOK_URL as string;
+  if (hookUrl !== '' && !/^https?:\/\/[^/]/i.test(hookUrl))
+    problems.push(`JWT_CLAIMS_HOOK_URL must be an http:// or https:// URL, got "${hookUrl}"`);
+  if (hookUrl !== '') {
+    const p = webhookSecretProblem('JWT_CLAIMS_HOOK_SECRET', c.JWT_CLAIMS_HOOK_SECRET as string);
+    if (p) problems.push(p);
+  }
+  const urls = c.WEBHOOK_URL as string[];
+  for (const u of urls) {
+    let protocol = '';
+    try {
+      protocol = new URL(u).protocol;
+    } catch {}
+    if (protocol !== 'http:' && protocol !== 'https:')
+      problems.push(`WEBHOOK_URL entry "${u}" must be an http:// or https:// URL`);
+  }
+  if (urls.length > 0) {
+    const p = webhookSecretProblem('WEBHOOK_SECRET', c.WEBHOOK_SECRET as string);
+    if (p) problems.push(p);
+  }
+  for (const t of c.WEBHOOK_EVENTS as string[])
+    if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
+      problems.push(`WEBHOOK_EVENTS entry "${t}" is not an event type (${WEBHOOK_EVENT_TYPES.join(', ')})`);
+  if ((c.WEBHOOK_RETRY_MAX_DELAY_MS as number) < (c.WEBHOOK_RETRY_DELAY_MS as number))
+    problems.push('WEBHOOK_RETRY_MAX_DELAY_MS must be at least WEBHOOK_RETRY_DELAY_MS');
 }
 
 /** OAuth and OpenID Connect providers (issue 19): an enabled provider needs its credentials. */

@@ -67,6 +67,7 @@ export const ERRORS = {
   },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
+  INVALID_CODE: { status: 401, message: 'Invalid or expired code.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
   INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
   REAUTHENTICATION_REQUIRED: {
@@ -110,6 +111,12 @@ export const ERRORS = {
   MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
   OTP_SECRET_NOT_SET: { status: 400, message: 'OTP secret is not set.' },
   INVALID_TOTP: { status: 401, message: 'Invalid two-factor code.' },
+  CLAIMS_HOOK_FAILED: {
+    status: 503,
+    message:
+      'The custom-claims hook failed, timed out or answered badly, so no token was issued; try again shortly.',
+    retryAfter: 5,
+  },
   EMAILS_DISABLED: {
     status: 503,
     message: 'This server does not send emails (EMAILS_ENABLED is false).',

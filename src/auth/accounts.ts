@@ -88,6 +88,7 @@ export async function deleteOwnAccount(
   await assertReauthenticated(deps, account, reauth);
   await deps.db.transaction(async (tx) => {
     if (!(await deleteUser(tx, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+    await deps.webhooks?.queue(tx, { type: 'user.deleted', userId, data: { by: 'self' } });
     // Its sessions went with it; every access token of the user is refused from now on.
     await revoke(deps, tx, { userId });
   });

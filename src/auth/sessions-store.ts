@@ -162,6 +162,16 @@ export async function rotateSessionToken(
   return rowCount > 0;
 }
 
+/** How a session began (GET /auth/sessions' sign_in_method); null when not recorded or gone. */
+export async function sessionMethod(db: Queryable, sessionId: string): Promise<string | null> {
+  const { rows } = await db.query<{ sign_in_method: string | null }>(
+    'SessionMethod',
+    'SELECT sign_in_method FROM auth.sessions WHERE id = $1',
+    [sessionId],
+  );
+  return rows[0]?.sign_in_method ?? null;
+}
+
 /** Ends a session (its tokens go with it); the account whose it was, or undefined when there was none. */
 export async function deleteSession(
   db: Queryable,

@@ -15,6 +15,7 @@ import type { EventClient, SessionEndReason } from '../events/types.ts';
 import type { MailPort } from '../mail/port.ts';
 import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
+import { customClaimsConfigured, withCustomClaims } from './custom-claims.ts';
 import type { SessionDeps } from './deps.ts';
 import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
 import { noticeNewDevice } from './new-device.ts';
@@ -31,6 +32,7 @@ import {
   type NewSessionToken,
   rotateSessionToken,
   type SessionOrigin,
+  sessionMethod,
 } from './sessions-store.ts';
 
 export interface Session {
@@ -79,8 +81,8 @@ export async function accessTokenFor(
   now: Date,
   signedInAt: Date | null,
   sessionId: string,
+  vars: PermissionVariables = claimsOf(deps.config, profile),
 ) {
-  const vars = claimsOf(deps.config, profile);
   return {
     vars,
     access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt, sessionId }),
@@ -127,6 +129,7 @@ async function completeSession(
   deps: SessionDeps,
   draft: SessionDraft,
   profile: AccountProfile,
+  claims: PermissionVariables,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
   const { vars, access } = await accessTokenFor(
@@ -135,6 +138,7 @@ async function completeSession(
     draft.row.createdAt,
     draft.row.signedInAt,
     draft.row.familyId,
+    claims,
   );
   return {
     accountId: draft.row.accountId,
@@ -183,26 +187,60 @@ export async function issueSession(
     userAgent: clampUserAgent(client?.userAgent ?? null),
     ip: client?.ip ?? null,
   });
-  // Also drops the account's expired tokens.
-  await insertSessionToken(db, draft.row).catch((err: unknown) => {
-    throw err instanceof AccountGone ? new AppError('UNAUTHENTICATED', 'The account no longer exists.') : err;
-  });
-  if (!opts.family) {
-    await noticeNewDevice(deps, db, {
-      profile,
-      sessionId: draft.row.familyId,
-      client,
-      method: opts.method ?? 'unknown',
+  const store = async (tx: Queryable) => {
+    // The app's claims first: a hook that refuses leaves no session behind (custom-claims.ts).
+    const claims = await claimsFor(deps, tx, draft, profile, opts.method ?? null);
+    // Also drops the account's expired tokens.
+    await insertSessionToken(tx, draft.row).catch((err: unknown) => {
+      throw err instanceof AccountGone
+        ? new AppError('UNAUTHENTICATED', 'The account no longer exists.')
+        : err;
     });
-    await recordEvent(deps, db, {
-      type: 'sign_in',
-      accountId,
-      sessionId: draft.row.familyId,
-      client,
-      details: { method: opts.method ?? 'unknown' },
-    });
-  }
-  return completeSession(deps, draft, profile);
+    if (!opts.family) {
+      await noticeNewDevice(deps, tx, {
+        profile,
+        sessionId: draft.row.familyId,
+        client,
+        method: opts.method ?? 'unknown',
+      });
+      await recordEvent(deps, tx, {
+        type: 'sign_in',
+        accountId,
+        sessionId: draft.row.familyId,
+        client,
+        details: { method: opts.method ?? 'unknown' },
+      });
+    }
+    return claims;
+  };
+  // Without a transaction of the caller's, the claims function and the insert get one of their own.
+  const claims =
+    opts.db !== undefined || !customClaimsConfigured(deps.config)
+      ? await store(db)
+      : await deps.db.transaction(store);
+  return completeSession(deps, draft, profile, claims);
+}
+
+/** The claims of the token `draft` is issued with: the service's, and the app's (custom-claims.ts). */
+async function claimsFor(
+  deps: SessionDeps,
+  db: Queryable,
+  draft: SessionDraft,
+  profile: AccountProfile,
+  method: string | null,
+): Promise<PermissionVariables> {
+  const vars = claimsOf(deps.config, profile);
+  if (!customClaimsConfigured(deps.config)) return vars;
+  // A refresh (or a grace sibling) is told how its session began.
+  const how = draft.row.origin ? method : await sessionMethod(db, draft.row.familyId);
+  return withCustomClaims(
+    deps.config,
+    db,
+    draft.row.createdAt,
+    profile,
+    { id: draft.row.familyId, method: how },
+    vars,
+  );
 }
 
 /** The refusal of a refresh, counted under its outcome. */
@@ -237,8 +275,10 @@ async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
   if (row.rotated_at === null) {
     // Marking the old token and storing its successor is one statement: neither happens without the other.
     const draft = draftSession(deps, row.account_id, family);
+    // The app's claims before the rotation: a hook that refuses leaves the presented token as it was.
+    const claims = await claimsFor(deps, deps.db, draft, profile, null);
     if (await rotateSessionToken(deps.db, hash, draft.row)) {
-      const session = await completeSession(deps, draft, profile);
+      const session = await completeSession(deps, draft, profile, claims);
       refreshEvent('rotated');
       return session;
     }

@@ -61,6 +61,7 @@ export function switches(config: Config): { flows: Switch[]; providers: Switch[]
     },
     flag('Lost password', 'LOST_PASSWORD_ENABLED', 'A reset link by email.', mail),
     flag('Magic links', 'MAGIC_LINK_ENABLED', 'Sign-up and sign-in by an emailed link.', mail),
+    flag('Email codes', 'EMAIL_OTP_ENABLED', 'Sign-up and sign-in by a 6-digit code sent by email.', mail),
     flag('Email change', 'CHANGE_EMAIL_ENABLED', 'A signed-in person changes their address.'),
     flag(
       'Email change confirmation',

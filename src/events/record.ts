@@ -7,12 +7,15 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/database.ts';
+import type { Webhooks } from '../webhooks/webhooks.ts';
 import { insertSecurityEvent } from './events-store.ts';
 import type { AccountEvent, AccountEventType } from './types.ts';
 
 /** What recording an event needs from outside. */
 export interface EventDeps {
   readonly clock: Clock;
+  /** The webhook sink (webhooks/); absent where nothing is sent (tools that record no event). */
+  readonly webhooks?: Webhooks;
 }
 
 /** Events of these types are kept at most once per this many milliseconds per account (a flood of guesses). */
@@ -52,6 +55,8 @@ const USER_AGENT_MAX = 512;
  */
 export async function recordEvent(deps: EventDeps, tx: Queryable, event: AccountEvent): Promise<boolean> {
   const client = event.client ?? null;
+  // Sent whether or not the feed keeps it (a throttled failed sign-in has no webhook anyway).
+  await deps.webhooks?.fromAccountEvent(tx, event);
   return insertSecurityEvent(tx, {
     id: eventId(deps.clock.now().getTime()),
     accountId: event.accountId,

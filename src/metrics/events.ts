@@ -10,7 +10,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 
-export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider';
+export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'email_otp' | 'anonymous' | 'provider';
 export type SignInOutcome =
   /** A session was issued. */
   | 'success'
@@ -54,8 +54,10 @@ export interface EmailEvent {
 }
 export interface OutboxEvent {
   outcome: OutboxOutcome;
-  /** The email's template, or the deferred step's name. */
+  /** The email's template, the deferred step's name, or the webhook's event type. */
   template: string;
+  /** The row's kind: 'email', a deferred step, or 'webhook'. */
+  kind: string;
 }
 export interface EmailOverBudgetEvent {
   template: string;
@@ -91,8 +93,9 @@ export function emailEvent(outcome: EmailOutcome, mode: string, template: string
   if (channels.email.hasSubscribers) channels.email.publish({ outcome, mode, template } satisfies EmailEvent);
 }
 
-export function outboxEvent(outcome: OutboxOutcome, template: string): void {
-  if (channels.outbox.hasSubscribers) channels.outbox.publish({ outcome, template } satisfies OutboxEvent);
+export function outboxEvent(outcome: OutboxOutcome, template: string, kind: string): void {
+  if (channels.outbox.hasSubscribers)
+    channels.outbox.publish({ outcome, template, kind } satisfies OutboxEvent);
 }
 
 /** An email was not queued: its address had used up its budget (mail/budget.ts). */

@@ -19,6 +19,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { fileDeleted, fileUploaded, type Webhooks } from '../webhooks/webhooks.ts';
 import type { ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import {
   deleteFileRow,
@@ -48,6 +49,8 @@ export interface FilesDeps {
   readonly catalog: FileCatalog;
   /** Cached image variants, forgotten when their source changes. */
   readonly images: { forget(sourceKey: string): Promise<void> };
+  /** Queues file.uploaded and file.deleted webhooks in the change's transaction (webhooks/). */
+  readonly webhooks?: Webhooks;
 }
 
 /** How long a plain upload's reservation lasts between renewals (the upload renews it while it runs). */
@@ -157,6 +160,7 @@ export async function completeUpload(deps: FilesDeps, upload: CompletedUpload): 
     if (ownerId !== null) await lockOwner(tx, ownerId);
     await upsertFile(tx, info, ownerId, deps.clock.now());
     if (reservation) await deleteReservation(tx, reservation.id);
+    await deps.webhooks?.queue(tx, fileUploaded(info, ownerId));
   });
   await deps.images.forget(info.key);
   return info;
@@ -185,8 +189,12 @@ export async function* filesWithPrefix(deps: FilesDeps, prefix: string): AsyncIt
  */
 export async function removeFile(deps: FilesDeps, key: string, removeObject: () => Promise<boolean>) {
   const removed = await deps.db.transaction(async (tx) => {
+    // The owner, for the file.deleted webhook (read only when one is sent).
+    const owner = deps.webhooks?.wants('file.deleted') ? ((await findFile(tx, key))?.ownerId ?? null) : null;
     await deleteFileRow(tx, key);
-    return removeObject();
+    const gone = await removeObject();
+    if (gone) await deps.webhooks?.queue(tx, fileDeleted(key, owner));
+    return gone;
   });
   await deps.images.forget(key);
   return removed;

@@ -53,7 +53,7 @@ export async function handOverToMailbox(
   deps: SessionDeps,
   tx: Queryable,
   accountId: string,
-  by: 'magic-link' | 'password-reset',
+  by: 'magic-link' | 'password-reset' | 'email-otp',
   client?: EventClient,
 ): Promise<void> {
   // The owner's feed says what went (providers unlinked, sessions ended), from the link's follower.
@@ -64,7 +64,8 @@ export async function handOverToMailbox(
       client: client ?? null,
       details: { provider },
     });
-  if (by === 'magic-link') await clearPasswordHash(tx, accountId);
+  // An emailed code lets its typist in without the password, as a magic link does; a reset replaces it.
+  if (by !== 'password-reset') await clearPasswordHash(tx, accountId);
   // A reset ends every session anyway: the feed gives that as the reason.
   const reason = by === 'password-reset' ? 'password_reset' : 'address_proven';
   await endAllSessions(deps, accountId, undefined, tx, { reason, client: client ?? null });

@@ -25,6 +25,7 @@ import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { recordEvent } from '../../events/record.ts';
 import type { EventClient } from '../../events/types.ts';
+import { userCreated } from '../../webhooks/webhooks.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import { type AccountRow, findAccountById, insertAccount, lockAccountByEmail } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
@@ -266,7 +267,7 @@ async function resolveAccount(
     display_name: profile.displayName ?? email ?? `${provider.name} user`,
   };
   if (profile.avatarUrl) userData.avatar_url = profile.avatarUrl;
-  const { accountId } = await insertAccount(tx, {
+  const { accountId, userId } = await insertAccount(tx, {
     email,
     passwordHash: null,
     active: true,
@@ -276,6 +277,7 @@ async function resolveAccount(
     userData,
     emailProof: email ? { by: `provider:${provider.name}`, at: deps.clock.now() } : undefined,
   });
+  await deps.webhooks.queue(tx, userCreated(userId, email, true, { provider: provider.name }));
   const made = await insertLink(tx, accountId, provider.name, subject);
   if ('conflict' in made) throw linkConflict(made.conflict);
   return { row: (await findAccountById(tx, accountId)) as AccountRow, linkId: made.id, linked: false };

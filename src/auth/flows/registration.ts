@@ -20,6 +20,7 @@ import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import type { EventClient } from '../../events/types.ts';
 import type { DeferredInput } from '../../mail/port.ts';
+import { userCreated } from '../../webhooks/webhooks.ts';
 import { assertEmailDomain } from '../accounts.ts';
 import {
   type AccountRow,
@@ -176,7 +177,7 @@ function registrationUser(
 async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResult> {
   return deps.db.transaction(async (tx) => {
     await probeUserRow(tx, plan.userData);
-    const { accountId } = await insertAccount(tx, {
+    const { accountId, userId } = await insertAccount(tx, {
       email: plan.email,
       passwordHash: plan.passwordHash,
       active: true,
@@ -185,6 +186,7 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
       roles: plan.roles,
       userData: plan.userData,
     });
+    await deps.webhooks.queue(tx, userCreated(userId, plan.email, true));
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
     const session = await issueSession(deps, accountId, { db: tx, method: 'password', client: plan.client });
     return { user: session.user, session };
@@ -218,6 +220,7 @@ async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Pr
         roles: sends ? pendingDefaults.roles : plan.roles,
         userData: plan.userData,
       });
+      await deps.webhooks.queue(tx, userCreated(userId, plan.email, false));
       if (sends) await addAttempt(deps, tx, { id: accountId, email: plan.email }, plan, fields.display_name);
       else if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
       return { user: registrationUser(userId, plan.email, fields) };
@@ -375,6 +378,11 @@ export async function completeRegistration(
 ): Promise<boolean> {
   if (!(await activateAccount(tx, used.accountId))) return false;
   const account = (await findAccountById(tx, used.accountId)) as AccountRow;
+  await deps.webhooks.queue(tx, {
+    type: 'user.activated',
+    userId: account.user_id,
+    data: { email: account.email },
+  });
   const attemptId = used.payload.attempt_id;
   const attempt = typeof attemptId === 'string' ? await findAttempt(tx, account.id, attemptId) : undefined;
   const alone =
