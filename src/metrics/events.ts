@@ -10,7 +10,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 
-export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider';
+export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider' | 'passkey';
 export type SignInOutcome =
   /** A session was issued. */
   | 'success'
@@ -25,8 +25,11 @@ export type SignInOutcome =
   | 'disabled'
   /** A wrong or reused TOTP code, or a dead MFA ticket. */
   | 'invalid_code'
-  /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…). */
-  | 'refused';
+  /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…); a passkey
+   * assertion that did not verify (unknown credential, bad signature, origin, flags, dead challenge). */
+  | 'refused'
+  /** A passkey whose signature counter went backwards (a cloned authenticator). */
+  | 'cloned';
 export type RefreshOutcome =
   /** The token was rotated into a successor. */
   | 'rotated'
@@ -134,6 +137,12 @@ export function signInOutcomeOf(err: unknown): SignInOutcome | undefined {
     case 'INVALID_TOTP':
     case 'INVALID_TOKEN':
       return 'invalid_code';
+    case 'PASSKEY_INVALID':
+    case 'PASSKEY_CHALLENGE_INVALID':
+    case 'PASSKEY_MALFORMED':
+      return 'refused';
+    case 'PASSKEY_COUNTER_REGRESSED':
+      return 'cloned';
     default:
       return undefined;
   }

@@ -12,6 +12,7 @@ import { documentsOnly, gate, notServed, registerWhen } from '../../http/switche
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
+import { passkeyRoutes } from '../passkeys/routes/index.ts';
 import { sessionBegunBy } from '../session-response.ts';
 import { recordSessionClient } from '../sessions.ts';
 import { activateRoute } from './activate.ts';
@@ -83,6 +84,9 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
       deps: { ...deps, box: opts.mfaBox ?? notServed<SecretBox>('the MFA secret box') },
       prefix: '/mfa',
     }),
+  );
+  await registerWhen(app, gate(c, { WEBAUTHN_ENABLED: true }), (s) =>
+    s.register(passkeyRoutes, { deps, prefix: '/passkeys' }),
   );
   await app.register(emailRoutes, { deps });
   await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
