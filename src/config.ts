@@ -474,10 +474,10 @@ const SETTINGS = {
   WEBAUTHN_ENABLED: shownAs(
     bool(
       PASSKEYS,
-      (c) => c.NODE_ENV !== 'production',
+      (c) => c.NODE_ENV !== 'production' && isIP(hostOf(String(c.SERVER_URL)).replace(/^\[|\]$/g, '')) === 0,
       'Passkeys (WebAuthn): sign up, sign in and step up without a password, `/auth/passkeys/*` (docs/passkeys.md). In production it needs `WEBAUTHN_RP_ID` and `WEBAUTHN_ORIGINS`.',
     ),
-    '`true`; `false` in production',
+    '`true` outside production when `SERVER_URL` names a host (browsers refuse passkeys on an IP address, so `http://127.0.0.1:…` leaves them off; use `http://localhost:…`); `false` in production',
   ),
   WEBAUTHN_RP_ID: shownAs(
     str(
@@ -1418,6 +1418,12 @@ function passkeyChecks(c: Partial, problems: string[]): void {
       c.NODE_ENV === 'production'
         ? 'WEBAUTHN_RP_ID is required in production when WEBAUTHN_ENABLED is true (the domain passkeys are bound to, such as example.com)'
         : 'WEBAUTHN_RP_ID is empty and SERVER_URL names no host to take it from',
+    );
+    return;
+  }
+  if (isIP(rpId.replace(/^\[|\]$/g, '')) !== 0) {
+    problems.push(
+      `WEBAUTHN_RP_ID ${rpId} is an IP address, which browsers refuse for passkeys: use a domain name (for development, SERVER_URL=http://localhost:<PORT>)`,
     );
     return;
   }

@@ -72,6 +72,7 @@ const ASSETS = [
   'dom.js',
   'views.js',
   'files.js',
+  'passkeys.js',
 ] as const;
 
 interface Asset {
@@ -184,6 +185,7 @@ function consoleSettings(config: Config, outbox: boolean) {
     changeEmail: config.CHANGE_EMAIL_ENABLED,
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
+    passkeys: config.WEBAUTHN_ENABLED,
     outbox,
     ...switches(config),
   };
