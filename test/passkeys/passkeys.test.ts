@@ -860,3 +860,59 @@ describe('passkey settings', () => {
 });
 
 void FLAG_UV;
+
+describe('passkey sign-ins in /metrics', () => {
+  it('counts passkey sign-ins by outcome: success, refused, cloned', async () => {
+    const { buildTestApp } = await import('../helpers/app.ts');
+    const { HS } = await import('../helpers/accounts.ts');
+    const TOKEN = 'a-metrics-token-of-at-least-32-characters';
+    const t = await buildTestApp('pglite', { ...HS, METRICS_TOKEN: TOKEN, RATE_LIMIT_ENABLED: false });
+    try {
+      const send = (url: string, payload: Json) => t.app.inject({ method: 'POST', url, payload });
+      const auth = new SoftAuthenticator('http://localhost:3000', 'localhost');
+      const signup = await send('/auth/passkeys/signup/options', { email: address('metrics') });
+      await ok(
+        await send('/auth/passkeys/signup/verify', {
+          credential: auth.create(signup.json().options).json,
+          cookie: false,
+        }),
+      );
+      const options = async () => (await send('/auth/passkeys/login/options', {})).json().options;
+      await ok(
+        await send('/auth/passkeys/login/verify', {
+          credential: auth.get(await options(), { counter: 5 }),
+          cookie: false,
+        }),
+      );
+      refused(
+        await send('/auth/passkeys/login/verify', {
+          credential: auth.get(await options(), { key: otherKey() }),
+        }),
+        401,
+        'PASSKEY_INVALID',
+      );
+      refused(
+        await send('/auth/passkeys/login/verify', { credential: auth.get(await options(), { counter: 3 }) }),
+        401,
+        'PASSKEY_COUNTER_REGRESSED',
+      );
+      const scrape = await t.app.inject({
+        method: 'GET',
+        url: '/metrics',
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      assert.equal(scrape.statusCode, 200);
+      const value = (outcome: string) =>
+        Number(
+          new RegExp(`gatehouse_sign_ins_total\\{method="passkey",outcome="${outcome}"\\} (\\d+)`).exec(
+            scrape.body,
+          )?.[1] ?? 0,
+        );
+      assert.ok(value('success') >= 1, scrape.body);
+      assert.ok(value('refused') >= 1);
+      assert.ok(value('cloned') >= 1);
+    } finally {
+      await t.close();
+    }
+  });
+});
