@@ -63,7 +63,7 @@ for (const kind of dbKinds()) {
   describe(`passkeys [${kind}]`, () => {
     let t: MailTestApp;
     before(async () => {
-      t = await buildMailApp(kind, { WEBAUTHN_ENABLED: true });
+      t = await buildMailApp(kind, { WEBAUTHN_ENABLED: true, LOST_PASSWORD_ENABLED: true });
     });
     after(() => t.close());
 
@@ -325,6 +325,67 @@ for (const kind of dbKinds()) {
         await count(t, 'SELECT count(*)::int AS n FROM auth.passkeys WHERE account_id = $1', [accountId]),
         0,
       );
+    });
+
+    it('records passkey_added, sign_in (method passkey), passkey_removed and passkey_clone_detected in the security feed', async () => {
+      const { jwt, auth, added } = await ownerWithPasskey();
+      const signedIn = await ok(
+        await post(t, '/auth/passkeys/login/verify', {
+          credential: auth.get(await loginOptions(), { counter: 4 }),
+          cookie: false,
+        }),
+      );
+      refused(
+        await post(t, '/auth/passkeys/login/verify', {
+          credential: auth.get(await loginOptions(), { counter: 2 }),
+        }),
+        401,
+        'PASSKEY_COUNTER_REGRESSED',
+      );
+      const del = await t.app.inject({
+        method: 'DELETE',
+        url: `/auth/passkeys/${added.id}`,
+        headers: { authorization: `Bearer ${jwt}` },
+      });
+      assert.equal(del.statusCode, 204, del.body);
+      const feed = await t.app.inject({
+        method: 'GET',
+        url: '/auth/security-events',
+        headers: { authorization: `Bearer ${signedIn.jwt_token}` },
+      });
+      assert.equal(feed.statusCode, 200, feed.body);
+      const events = feed.json() as { type: string; details: Json; session_id: string | null }[];
+      const of = (type: string) => events.filter((e) => e.type === type);
+      assert.deepEqual(of('passkey_added')[0]?.details, { passkey: added.id, name: 'Laptop' });
+      assert.deepEqual(of('passkey_removed')[0]?.details, { passkey: added.id, name: 'Laptop' });
+      assert.deepEqual(of('passkey_clone_detected')[0]?.details, { passkey: added.id, name: 'Laptop' });
+      assert.ok(of('sign_in').some((e) => e.details.method === 'passkey'));
+      assert.equal(of('passkey_removed')[0]?.session_id, decodeJwt(jwt).sid);
+      assert.ok(!feed.body.includes('public_key'));
+    });
+
+    it("pre-registration with auto-activation: the owner's first password reset removes the squatter's passkey", async () => {
+      const email = address('squatted');
+      const squatter = new SoftAuthenticator(ORIGIN, RP_ID);
+      const { options } = await ok(await post(t, '/auth/passkeys/signup/options', { email }));
+      await ok(
+        await post(t, '/auth/passkeys/signup/verify', {
+          credential: squatter.create(options as never).json,
+          cookie: false,
+        }),
+      );
+      // The owner of the mailbox resets the password: the first proof of the address.
+      assert.equal((await post(t, '/auth/change-password/request', { email })).statusCode, 204);
+      const ticket = findLink(t.smtp.last(email).text, 'ticket=').searchParams.get('ticket');
+      assert.ok(ticket);
+      const reset = await post(t, '/auth/change-password/change', { ticket, new_password: PASSWORD });
+      assert.equal(reset.statusCode, 204, reset.body);
+      refused(
+        await post(t, '/auth/passkeys/login/verify', { credential: squatter.get(await loginOptions()) }),
+        401,
+        'PASSKEY_INVALID',
+      );
+      await passwordSignIn(t, email);
     });
 
     describe('refused ceremonies (the attacks)', () => {

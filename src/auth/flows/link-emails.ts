@@ -16,6 +16,7 @@ import {
 } from '../accounts-store.ts';
 import type { AuthDeps, SessionDeps } from '../deps.ts';
 import { deleteAccountLinks } from '../oauth/links-store.ts';
+import { deleteAccountPasskeys } from '../passkeys/passkeys-store.ts';
 import { endAllSessions } from '../sessions.ts';
 import { type ConsumedTicket, issueTicket } from '../tickets-store.ts';
 
@@ -43,7 +44,7 @@ export async function proveMailedAddress(
  * Until then the account was whoever typed the address in (a registration with auto-activation, a
  * direct email change): they may hold its password, sessions and provider links, and would keep their
  * way into what the real owner does next. So the ways in that do not come from the mailbox end here:
- * every session, every provider link and, for a magic link, the password (a reset replaces it anyway).
+ * every session, every provider link, every passkey and, for a magic link, the password (a reset replaces it anyway).
  * The second factor stays: alone it lets nobody in, and removing it would let a mailbox alone undo it on
  * the accounts moved from HBP, whose addresses carry no proof.
  */
@@ -54,6 +55,7 @@ export async function handOverToMailbox(
   by: 'magic-link' | 'password-reset',
 ): Promise<void> {
   await deleteAccountLinks(tx, accountId);
+  await deleteAccountPasskeys(tx, accountId);
   if (by === 'magic-link') await clearPasswordHash(tx, accountId);
   await endAllSessions(deps, accountId, undefined, tx);
 }

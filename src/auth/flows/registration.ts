@@ -18,6 +18,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import { assertEmailDomain } from '../accounts.ts';
 import {
@@ -122,6 +124,8 @@ interface Plan {
   redirectTo?: string;
   /** A sign-up with a passkey: the passkey instead of a password (never both). */
   passkey?: SignupPasskey;
+  /** The client registering (its session and events say where the sign-up came from). */
+  client?: EventClient;
 }
 
 /** What a passkey sign-up chose, checked when its options were asked for and kept with the challenge. */
@@ -174,6 +178,7 @@ export async function registerWithPasskey(
   deps: AuthDeps,
   choice: PasskeySignupChoice,
   passkey: SignupPasskey,
+  client?: EventClient,
 ): Promise<RegisterResult> {
   const plan: Plan = {
     email: choice.email,
@@ -185,6 +190,7 @@ export async function registerWithPasskey(
     locale: choice.locale,
     redirectTo: choice.redirectTo,
     passkey,
+    client,
   };
   if (deps.config.AUTO_ACTIVATE_NEW_USERS) return registerActive(deps, plan);
   try {
@@ -195,15 +201,19 @@ export async function registerWithPasskey(
   }
 }
 
-/** Stores a sign-up's passkey: the account's, or (`attemptId`) its attempt's until the activation. */
+/**
+ * Stores a sign-up's passkey: the account's (an event says it was added), or (`attemptId`) its attempt's
+ * until the activation, which is not yet the account's and tells its owner nothing.
+ */
 async function storeSignupPasskey(
   deps: AuthDeps,
   tx: Queryable,
   accountId: string,
   attemptId: string | null,
   p: SignupPasskey,
+  client?: EventClient,
 ): Promise<void> {
-  await insertPasskey(tx, {
+  const stored = await insertPasskey(tx, {
     id: randomUUID(),
     accountId,
     attemptId,
@@ -216,6 +226,13 @@ async function storeSignupPasskey(
     name: p.name,
     createdAt: deps.clock.now(),
   });
+  if (attemptId === null)
+    await recordEvent(deps, tx, {
+      type: 'passkey_added',
+      details: { passkey: stored.id, name: stored.name },
+      accountId,
+      client,
+    });
 }
 
 /**
@@ -289,10 +306,11 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
       userData: plan.userData,
     });
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
-    if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey);
+    if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey, plan.client);
     const session = await issueSession(deps, accountId, {
       db: tx,
       method: plan.passkey ? 'passkey' : 'password',
+      client: plan.client,
     });
     return { user: session.user, session };
   });
@@ -337,7 +355,7 @@ async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Pr
       } else {
         if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
         // As its password would: the operator who activates the account activates the registrant's choice.
-        if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey);
+        if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey, plan.client);
       }
       return { user: registrationUser(userId, plan.email, fields) };
     }
@@ -504,7 +522,13 @@ export async function completeRegistration(
   await grantChoices(deps, tx, account, alone ? attempt : undefined);
   // The passkey of the attempt whose link alone activated the account becomes its own; every other
   // passkey the waiting account held goes (before the attempts, which would take theirs with them).
-  await settlePendingPasskeys(tx, account.id, alone ? attempt.id : undefined);
+  const adopted = await settlePendingPasskeys(tx, account.id, alone ? attempt.id : undefined);
+  if (adopted)
+    await recordEvent(deps, tx, {
+      type: 'passkey_added',
+      details: { passkey: adopted.id, name: adopted.name },
+      accountId: account.id,
+    });
   await deleteAttempts(tx, account.id);
   const now = deps.clock.now();
   await deactivateMfa(tx, account.id, now);

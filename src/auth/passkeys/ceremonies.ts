@@ -18,6 +18,8 @@ import type {
   RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { signInEvent } from '../../metrics/events.ts';
 import { callerAccount } from '../accounts.ts';
 import { type AccountRow, loadProfile } from '../accounts-store.ts';
@@ -84,18 +86,25 @@ export async function addPasskeyOptions(
   });
 }
 
-/** Verifies the new passkey of the caller and stores it. */
+/** Where a request came from, for the events it records: its client and, signed in, its session. */
+export interface RequestOrigin {
+  client: EventClient;
+  sessionId?: string;
+}
+
+/** Verifies the new passkey of the caller and stores it (event `passkey_added`). */
 export async function addPasskey(
   deps: SessionDeps,
   userId: string,
   credential: RegistrationResponseJSON,
   name: string | undefined,
+  from: RequestOrigin,
 ): Promise<PasskeyView> {
   const account = await callerAccount(deps, userId);
   const { challenge, row } = await takeCreationChallenge(deps, deps.db, credential, 'register', account.id);
   const made = await verifyCreation(deps.config, credential, challenge);
-  return deps.db.transaction((tx) =>
-    insertPasskey(tx, {
+  return deps.db.transaction(async (tx) => {
+    const added = await insertPasskey(tx, {
       id: randomUUID(),
       accountId: account.id,
       attemptId: null,
@@ -107,8 +116,15 @@ export async function addPasskey(
       userHandle: row.user_handle ?? newUserHandle(),
       name: name ?? DEFAULT_NAME,
       createdAt: deps.clock.now(),
-    }),
-  );
+    });
+    await recordEvent(deps, tx, {
+      type: 'passkey_added',
+      details: { passkey: added.id, name: added.name },
+      accountId: account.id,
+      ...from,
+    });
+    return added;
+  });
 }
 
 /** Options to sign in: any passkey of this RP (discoverable credentials). */
@@ -125,42 +141,58 @@ interface Asserted {
 /**
  * Checks an assertion against the stored passkey it names and records its use. Unknown credentials, a
  * user handle that is not the passkey's, a bad signature, origin, RP ID hash or flag: PASSKEY_INVALID;
- * a counter that did not move forward: PASSKEY_COUNTER_REGRESSED (a cloned authenticator).
+ * a counter that did not move forward: PASSKEY_COUNTER_REGRESSED (a cloned authenticator), and the
+ * event `passkey_clone_detected` in the owner's feed.
  */
 async function assertPasskey(
   deps: SessionDeps,
   credential: AuthenticationResponseJSON,
   challenge: string,
+  from: RequestOrigin,
 ): Promise<Asserted> {
   const passkey = await findUsablePasskey(deps.db, credential.id);
   if (!passkey) throw new AppError('PASSKEY_INVALID');
   const handle = credential.response.userHandle;
   if (handle !== undefined && handle !== '' && handle !== passkey.user_handle)
     throw new AppError('PASSKEY_INVALID');
-  const verified = await verifyAssertion(deps.config, credential, challenge, passkey);
-  // Conditional on the stored counter: of two answers with one counter (a clone racing), one wins.
-  const moved = await recordPasskeyUse(deps.db, passkey.id, {
-    counter: verified.counter,
-    backedUp: verified.backedUp,
-    at: deps.clock.now(),
-  });
-  if (!moved) throw new AppError('PASSKEY_COUNTER_REGRESSED');
-  return { passkey, verified };
+  try {
+    const verified = await verifyAssertion(deps.config, credential, challenge, passkey);
+    // Conditional on the stored counter: of two answers with one counter (a clone racing), one wins.
+    const moved = await recordPasskeyUse(deps.db, passkey.id, {
+      counter: verified.counter,
+      backedUp: verified.backedUp,
+      at: deps.clock.now(),
+    });
+    if (!moved) throw new AppError('PASSKEY_COUNTER_REGRESSED');
+    return { passkey, verified };
+  } catch (err) {
+    // The signature was right but the counter went back: another copy of the key is in use, and the
+    // owner hears of it. Recorded on its own: the refused sign-in has no transaction to share.
+    if (err instanceof AppError && err.code === 'PASSKEY_COUNTER_REGRESSED')
+      await recordEvent(deps, deps.db, {
+        type: 'passkey_clone_detected',
+        details: { passkey: passkey.id, name: passkey.name },
+        accountId: passkey.account_id,
+        ...from,
+      });
+    throw err;
+  }
 }
 
 export type PasskeySignInResult = { kind: 'session'; session: Session } | { kind: 'mfa'; ticket: string };
 
 /**
- * Signs in with a passkey: a session (method `passkey`), or the MFA step for an account with TOTP when
- * the authenticator did not verify the person. Refused as a sign-in with a password is for an account
- * that is not activated or is disabled.
+ * Signs in with a passkey: a session (method `passkey`, whose `sign_in` event issueSession records), or
+ * the MFA step for an account with TOTP when the authenticator did not verify the person. Refused as a
+ * sign-in with a password is for an account that is not activated or is disabled.
  */
 export async function signInWithPasskey(
   deps: SessionDeps,
   credential: AuthenticationResponseJSON,
+  client: EventClient,
 ): Promise<PasskeySignInResult> {
   const { challenge } = await takeRequestChallenge(deps, deps.db, credential, 'login');
-  const { passkey, verified } = await assertPasskey(deps, credential, challenge);
+  const { passkey, verified } = await assertPasskey(deps, credential, challenge, { client });
   const profile = await loadProfile(deps.db, passkey.account_id);
   if (!profile) throw new AppError('PASSKEY_INVALID');
   const account = profile.account;
@@ -175,7 +207,7 @@ export async function signInWithPasskey(
     signInEvent('passkey', 'mfa_required');
     return { kind: 'mfa', ticket };
   }
-  const session = await issueSession(deps, account.id, { profile, method: 'passkey' });
+  const session = await issueSession(deps, account.id, { profile, method: 'passkey', client });
   signInEvent('passkey', 'success');
   return { kind: 'session', session };
 }
@@ -200,11 +232,12 @@ export async function signUpOptions(
 export async function signUpWithPasskey(
   deps: AuthDeps,
   credential: RegistrationResponseJSON,
+  client: EventClient,
 ): Promise<RegisterResult> {
   const { challenge, row } = await takeCreationChallenge(deps, deps.db, credential, 'signup');
   const made = await verifyCreation(deps.config, credential, challenge);
   const choice = row.signup as unknown as PasskeySignupChoice;
-  return registerWithPasskey(deps, choice, {
+  const passkey = {
     credentialId: made.credentialId,
     publicKey: made.publicKey,
     counter: made.counter,
@@ -212,7 +245,8 @@ export async function signUpWithPasskey(
     backedUp: made.backedUp,
     userHandle: row.user_handle ?? newUserHandle(),
     name: DEFAULT_NAME,
-  });
+  };
+  return registerWithPasskey(deps, choice, passkey, client);
 }
 
 /** Options to step up: bound to the caller's account. */
@@ -232,13 +266,16 @@ export async function stepUpOptions(
 export async function stepUpWithPasskey(
   deps: SessionDeps,
   userId: string,
-  sessionId: string | undefined,
   credential: AuthenticationResponseJSON,
+  from: RequestOrigin,
 ): Promise<SignedToken> {
   const account = await callerAccount(deps, userId);
   const { challenge } = await takeRequestChallenge(deps, deps.db, credential, 'reauthenticate', account.id);
-  const { passkey } = await assertPasskey(deps, credential, challenge);
-  if (passkey.account_id !== account.id) throw new AppError('PASSKEY_INVALID');
+  // Another account's passkey is refused before it is verified or counted.
+  const owned = await findUsablePasskey(deps.db, credential.id);
+  if (!owned || owned.account_id !== account.id) throw new AppError('PASSKEY_INVALID');
+  await assertPasskey(deps, credential, challenge, from);
+  const sessionId = from.sessionId;
   if (sessionId === undefined) throw new AppError('REAUTHENTICATION_REQUIRED');
   const profile = await loadProfile(deps.db, account.id);
   if (!profile) throw new AppError('UNAUTHENTICATED');
@@ -274,6 +311,7 @@ export async function deleteOwnPasskey(
   userId: string,
   id: string,
   reauth: Reauthentication,
+  from: RequestOrigin,
 ): Promise<PasskeyView> {
   const account = await callerAccount(deps, userId);
   if (!isUuid(id)) throw new AppError('PASSKEY_NOT_FOUND');
@@ -284,6 +322,12 @@ export async function deleteOwnPasskey(
     const removed = await deletePasskey(tx, account.id, id);
     if (!removed) throw new AppError('PASSKEY_NOT_FOUND');
     if (!(await otherWayIn(deps, tx, account))) throw new AppError('LAST_SIGN_IN_METHOD');
+    await recordEvent(deps, tx, {
+      type: 'passkey_removed',
+      details: { passkey: removed.id, name: removed.name },
+      accountId: account.id,
+      ...from,
+    });
     return removed;
   });
 }

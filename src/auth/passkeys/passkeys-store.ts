@@ -146,6 +146,7 @@ export async function insertPasskey(db: Queryable, p: NewPasskey): Promise<Passk
 export interface StoredPasskey {
   id: string;
   account_id: string;
+  name: string;
   credential_id: string;
   public_key: Uint8Array;
   counter: number;
@@ -163,7 +164,7 @@ export async function findUsablePasskey(
 ): Promise<StoredPasskey | undefined> {
   const { rows } = await db.query<StoredPasskey & { counter: string | number }>(
     'FindUsablePasskey',
-    `SELECT id, account_id, credential_id, public_key, counter, transports, user_handle
+    `SELECT id, account_id, name, credential_id, public_key, counter, transports, user_handle
        FROM auth.passkeys WHERE credential_id = $1 AND attempt_id IS NULL`,
     [credentialId],
   );
@@ -242,6 +243,18 @@ export async function deletePasskey(
   return rows[0] ? toView(rows[0]) : undefined;
 }
 
+/**
+ * Removes every passkey of the account (pending ones stay with their attempts): the first proof of its
+ * address hands the account to the mailbox (flows/link-emails.ts handOverToMailbox).
+ */
+export async function deleteAccountPasskeys(db: Queryable, accountId: string): Promise<void> {
+  await db.query(
+    'DeleteAccountPasskeys',
+    'DELETE FROM auth.passkeys WHERE account_id = $1 AND attempt_id IS NULL',
+    [accountId],
+  );
+}
+
 /** How many passkeys the account can sign in with. */
 export async function countPasskeys(db: Queryable, accountId: string): Promise<number> {
   const { rows } = await db.query<{ n: string | number }>(
@@ -261,17 +274,19 @@ export async function settlePendingPasskeys(
   db: Queryable,
   accountId: string,
   keepAttemptId: string | undefined,
-): Promise<void> {
+): Promise<PasskeyView | undefined> {
   await db.query(
     'SettlePendingPasskeys',
     `DELETE FROM auth.passkeys
       WHERE account_id = $1 AND (attempt_id IS NULL OR attempt_id IS DISTINCT FROM $2::uuid)`,
     [accountId, keepAttemptId ?? null],
   );
-  if (keepAttemptId !== undefined)
-    await db.query(
-      'AdoptPendingPasskey',
-      'UPDATE auth.passkeys SET attempt_id = NULL WHERE account_id = $1 AND attempt_id = $2',
-      [accountId, keepAttemptId],
-    );
+  if (keepAttemptId === undefined) return undefined;
+  const { rows } = await db.query<ViewRow>(
+    'AdoptPendingPasskey',
+    `UPDATE auth.passkeys SET attempt_id = NULL WHERE account_id = $1 AND attempt_id = $2
+     RETURNING ${VIEW_COLUMNS}`,
+    [accountId, keepAttemptId],
+  );
+  return rows[0] ? toView(rows[0]) : undefined;
 }

@@ -9,7 +9,7 @@ import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
 import { countSignInFailures } from '../../../metrics/events.ts';
 import type { AuthDeps } from '../../deps.ts';
-import { bodyDefaultsToObject } from '../../routes/common.ts';
+import { bodyDefaultsToObject, requestClient } from '../../routes/common.ts';
 import { CookieFlag, Session } from '../../schemas.ts';
 import { sendSession } from '../../session-response.ts';
 import { signInOptions, signInWithPasskey } from '../ceremonies.ts';
@@ -58,7 +58,11 @@ export const loginPasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> =
       preHandler: limit,
     },
     async (request, reply) => {
-      const result = await signInWithPasskey(deps, authenticationResponse(request.body.credential));
+      const result = await signInWithPasskey(
+        deps,
+        authenticationResponse(request.body.credential),
+        requestClient(request),
+      );
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };
       return sendSession(reply, c, result.session, request.body.cookie ?? true, deps.clock.now());
     },

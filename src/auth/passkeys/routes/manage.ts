@@ -10,6 +10,7 @@ import type { AuthDeps } from '../../deps.ts';
 import { bodyDefaultsToObject, reauthentication } from '../../routes/common.ts';
 import { NoContent, ReauthPassword } from '../../schemas.ts';
 import { deleteOwnPasskey, ownPasskeys, renameOwnPasskey } from '../ceremonies.ts';
+import { signedInOrigin } from './convert.ts';
 import { Passkey, PasskeyName } from './schemas.ts';
 
 const Params = Type.Object({ id: Type.String({ maxLength: 100 }) });
@@ -61,6 +62,7 @@ export const managePasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> 
         request.user['user-id'],
         request.params.id,
         reauthentication(request, request.body.password),
+        signedInOrigin(request),
       );
       return reply.code(204).send(null);
     },

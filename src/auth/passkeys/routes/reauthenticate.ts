@@ -10,10 +10,9 @@ import { errorResponses } from '../../../errors.ts';
 import { cookieOptions } from '../../../http/cookies.ts';
 import { PERMISSION_COOKIE, signedCookie } from '../../../http/identity.ts';
 import type { AuthDeps } from '../../deps.ts';
-import { tokenFacts } from '../../jwt.ts';
 import { bodyDefaultsToObject } from '../../routes/common.ts';
 import { stepUpOptions, stepUpWithPasskey } from '../ceremonies.ts';
-import { authenticationResponse } from './convert.ts';
+import { authenticationResponse, signedInOrigin } from './convert.ts';
 import { AuthenticationCredential, RequestOptions } from './schemas.ts';
 
 const Token = Type.Object({
@@ -53,8 +52,8 @@ export const reauthenticatePasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: Auth
       const token = await stepUpWithPasskey(
         deps,
         request.user['user-id'],
-        tokenFacts(request.user)?.sessionId,
         authenticationResponse(request.body.credential),
+        signedInOrigin(request),
       );
       // A caller signed in by cookie gets the new token in its cookie too.
       if (signedCookie(request, PERMISSION_COOKIE) !== undefined) {

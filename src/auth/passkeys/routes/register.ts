@@ -11,7 +11,7 @@ import type { AuthDeps } from '../../deps.ts';
 import { bodyDefaultsToObject, reauthentication } from '../../routes/common.ts';
 import { ReauthPassword } from '../../schemas.ts';
 import { addPasskey, addPasskeyOptions } from '../ceremonies.ts';
-import { registrationResponse } from './convert.ts';
+import { registrationResponse, signedInOrigin } from './convert.ts';
 import { CreationOptions, Passkey, PasskeyName, RegistrationCredential } from './schemas.ts';
 
 export const registerPasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
@@ -56,6 +56,7 @@ export const registerPasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }
         request.user['user-id'],
         registrationResponse(request.body.credential),
         request.body.name,
+        signedInOrigin(request),
       );
       return reply.code(201).send(created);
     },

@@ -10,6 +10,7 @@ import { errorResponses } from '../../../errors.ts';
 import { Locale } from '../../../mail/templates.ts';
 import type { AuthDeps } from '../../deps.ts';
 import { checkRedirect, RedirectTo } from '../../redirects.ts';
+import { requestClient } from '../../routes/common.ts';
 import { RegisterOptions, registrationLimits, userDataSchema } from '../../routes/register.ts';
 import { CookieFlag, Email, Session, User } from '../../schemas.ts';
 import { sendSession } from '../../session-response.ts';
@@ -80,7 +81,11 @@ export const signupPasskeyRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> 
       },
     },
     async (request, reply) => {
-      const result = await signUpWithPasskey(deps, registrationResponse(request.body.credential));
+      const result = await signUpWithPasskey(
+        deps,
+        registrationResponse(request.body.credential),
+        requestClient(request),
+      );
       if (!result.session) return { user: result.user };
       return sendSession(reply, c, result.session, request.body.cookie ?? true, deps.clock.now());
     },
