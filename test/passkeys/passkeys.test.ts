@@ -762,6 +762,31 @@ for (const kind of dbKinds()) {
         refused(await post(t, '/auth/passkeys/login/verify', { credential: 'a string' }), 400, 'VALIDATION');
         refused(await post(t, '/auth/passkeys/signup/options', { email: 'not an email' }), 400, 'VALIDATION');
       });
+
+      it('a sign-up that POST /auth/register would refuse is refused before any passkey is made', async () => {
+        const email = address('rules');
+        refused(
+          await post(t, '/auth/passkeys/signup/options', {
+            email,
+            register_options: { allowed_roles: ['admin'], default_role: 'admin' },
+          }),
+          400,
+          'ROLES_NOT_ALLOWED',
+        );
+        refused(
+          await post(t, '/auth/passkeys/signup/options', { email, user_data: { not_a_field: 1 } }),
+          400,
+          'VALIDATION',
+        );
+        assert.equal(
+          await count(
+            t,
+            'SELECT count(*)::int AS n FROM auth.passkey_challenges WHERE signup::text LIKE $1',
+            [`%${email}%`],
+          ),
+          0,
+        );
+      });
     });
   });
 
