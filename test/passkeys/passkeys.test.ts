@@ -945,8 +945,6 @@ describe('passkey settings', () => {
   });
 });
 
-void FLAG_UV;
-
 describe('passkey sign-ins in /metrics', () => {
   it('counts passkey sign-ins by outcome: success, refused, cloned', async () => {
     const { buildTestApp } = await import('../helpers/app.ts');

@@ -14,6 +14,11 @@
  *
  * Registration also answers the same for a new, a pending and an active address (status, body and
  * time: the password is hashed either way); the mailbox learns which it was by email.
+ *
+ * A sign-up with a passkey (passkeys/ceremonies.ts) follows the same rules with the passkey in place of
+ * the password: while the account waits, the passkey belongs to its attempt (auth.passkeys.attempt_id)
+ * and signs nothing in; activation gives the account the passkey of the link's attempt only when that
+ * link was alone, and drops every other passkey made before the proof.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
