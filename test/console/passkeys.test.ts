@@ -26,6 +26,8 @@ import { keepScreenshot } from '../helpers/screenshots.ts';
 const SHOTS = path.join(REPO_ROOT, 'docs/console');
 const MAX_SHOT_BYTES = 200_000;
 const EMAIL = 'grace@example.com';
+/** SENSITIVE_ACTION_WINDOW of the walk, in seconds. */
+const WINDOW_S = 20;
 
 function chromiumPath(): string {
   for (const dir of (process.env['PATH'] ?? '').split(path.delimiter)) {
@@ -76,6 +78,8 @@ if (runsHere('chromium', 'the passkey walk-through in headless Chromium')) {
         LOG_LEVEL: 'silent',
         ARGON2_MEMORY_COST: 1024,
         ARGON2_TIME_COST: 1,
+        // Short, so that the walk can outlive it and show the step-up with a passkey.
+        SENSITIVE_ACTION_WINDOW: WINDOW_S,
       });
       assert.equal(config.WEBAUTHN_RP_ID, 'localhost');
       await (await openPglite(path.join(dataDir, 'db'), await migratedPgliteDump())).close();
@@ -210,6 +214,17 @@ if (runsHere('chromium', 'the passkey walk-through in headless Chromium')) {
       await shot('passkeys-session');
       // The authenticator counted the signature.
       assert.ok((await credentials()).some((c) => c.signCount > 0));
+
+      // Later than SENSITIVE_ACTION_WINDOW, removing a passkey is confirmed with a passkey (a step-up):
+      // no password, which this account does not have anyway.
+      await page.waitForTimeout((WINDOW_S + 1) * 1000);
+      await nav('Security').click();
+      const rows = page.getByRole('list', { name: 'Your passkeys' }).getByRole('listitem');
+      await rows.first().waitFor();
+      assert.equal(await rows.count(), 2);
+      await page.getByRole('button', { name: 'Remove the passkey Work laptop' }).click();
+      await page.getByText('The passkey Work laptop was removed. Remove it from your device too.').waitFor();
+      assert.equal(await rows.count(), 1);
       assert.deepEqual(pageProblems, []);
     });
   });

@@ -1,7 +1,7 @@
 // Passkeys in the browser: the service's options (PublicKeyCredential*OptionsJSON) go to
 // navigator.credentials.create()/get(), and the credential goes back as its JSON (toJSON()). Browsers
 // without the JSON helpers (before 2024) get the same conversion done here.
-import { api } from './api.js';
+import { ApiError, api } from './api.js';
 
 const toBytes = (b64url) => {
   const b64 = b64url.replace(/-/g, '+').replace(/_/g, '/');
@@ -86,4 +86,19 @@ export async function addPasskey(name, password) {
   const { options } = await api('POST', '/auth/passkeys/register/options', password ? { password } : {});
   const credential = await createPasskey(options);
   return api('POST', '/auth/passkeys/register/verify', { credential, ...(name ? { name } : {}) });
+}
+
+/**
+ * Runs `action` (a sensitive change); when the service asks for a recent sign-in, confirms with a passkey
+ * first (a step-up: the session's access-token cookie is renewed with `auth_time` now) and runs it again.
+ */
+export async function withPasskeyStepUp(action) {
+  try {
+    return await action();
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 'REAUTHENTICATION_REQUIRED')) throw err;
+    const { options } = await api('POST', '/auth/passkeys/reauthenticate/options', {});
+    await api('POST', '/auth/passkeys/reauthenticate/verify', { credential: await getPasskey(options) });
+    return action();
+  }
 }

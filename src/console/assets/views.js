@@ -1,7 +1,7 @@
 // The console's pages, except files (files.js). Each returns the page's content; main.js places it.
 import { api, me, refresh, session, signedIn, signOut } from './api.js';
 import { describe, field, form, h, narrowSection, section } from './dom.js';
-import { addPasskey, passkeySignIn, passkeySignUp, passkeysWork } from './passkeys.js';
+import { addPasskey, passkeySignIn, passkeySignUp, passkeysWork, withPasskeyStepUp } from './passkeys.js';
 
 function page(title, intro, ...content) {
   return h(
@@ -438,7 +438,8 @@ async function passkeysSection() {
             onclick: async () => {
               alert.textContent = '';
               try {
-                await api('DELETE', `/auth/passkeys/${p.id}`);
+                // A sensitive change: without a recent sign-in, one of the passkeys confirms it is you.
+                await withPasskeyStepUp(() => api('DELETE', `/auth/passkeys/${p.id}`));
                 await draw(`The passkey ${p.name} was removed. Remove it from your device too.`);
               } catch (err) {
                 alert.textContent = describe(err);
@@ -462,10 +463,22 @@ async function passkeysSection() {
       passkeysWork()
         ? form(
             { 'aria-label': 'Add a passkey' },
-            [field('Name', { name: 'name', maxlength: '100', placeholder: 'Laptop' }), passwordField()],
+            [
+              field('Name', { name: 'name', maxlength: '100', placeholder: 'Laptop' }),
+              passwordField(
+                'Current password',
+                list.length > 0
+                  ? 'Leave it empty to confirm with one of your passkeys when the service asks.'
+                  : undefined,
+              ),
+            ],
             'Add a passkey',
             async (v) => {
-              const added = await addPasskey(v.name, v.password);
+              // Without a password, a passkey the account already has confirms it is you when needed.
+              const added =
+                v.password || list.length === 0
+                  ? await addPasskey(v.name, v.password)
+                  : await withPasskeyStepUp(() => addPasskey(v.name));
               await draw(`The passkey ${added.name} was added.`);
             },
           )
