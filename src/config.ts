@@ -250,6 +250,39 @@ function trustProxy(group: string, doc: string): Setting<TrustProxy> {
   };
 }
 
+/** The host name of a URL (no port), or '' when it is not one. */
+function hostOf(raw: string): string {
+  try {
+    return new URL(raw).hostname;
+  } catch {
+    return '';
+  }
+}
+
+/** The origin of an http(s) URL, or undefined. */
+function originOf(raw: string): string | undefined {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'https:' || u.protocol === 'http:' ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** WEBAUTHN_ORIGINS: exact http(s) origins, compared as browsers write them in clientDataJSON. */
+function parseOrigins(raw: string): string[] {
+  const entries = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const bad = entries.filter((e) => originOf(e)?.toLowerCase() !== e.replace(/\/$/, '').toLowerCase());
+  if (bad.length > 0)
+    throw new Invalid(
+      `must list origins such as https://app.example.com (scheme, host and port only); "${bad.join('", "')}" is not one`,
+    );
+  return entries.map((e) => originOf(e) as string);
+}
+
 const APP = 'Application';
 const AUTH = 'Auth features';
 const REG = 'Registration and passwords';
@@ -262,6 +295,7 @@ const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
 const HOOKS = 'Custom claims and webhooks';
+const PASSKEYS = 'Passkeys (WebAuthn)';
 
 // --- OAuth and OpenID Connect providers (issue 19): helpers of the settings block at the end of SETTINGS ---
 
@@ -474,6 +508,43 @@ const SETTINGS = {
   MAGIC_LINK_EXPIRES_IN: int(AUTH, 15, 'Lifetime of a magic-link token, in minutes.', { min: 1 }),
   MFA_ENABLED: bool(AUTH, true, '`/auth/mfa/*` routes (TOTP).', ['MFA_ENABLE']),
   OTP_ISSUER: str(AUTH, 'HBP', 'Issuer shown by authenticator apps.'),
+  WEBAUTHN_ENABLED: shownAs(
+    bool(
+      PASSKEYS,
+      (c) => c.NODE_ENV !== 'production' && isIP(hostOf(String(c.SERVER_URL)).replace(/^\[|\]$/g, '')) === 0,
+      'Passkeys (WebAuthn): sign up, sign in and step up without a password, `/auth/passkeys/*` (docs/passkeys.md). In production it needs `WEBAUTHN_RP_ID` and `WEBAUTHN_ORIGINS`.',
+    ),
+    '`true` outside production when `SERVER_URL` names a host (browsers refuse passkeys on an IP address, so `http://127.0.0.1:…` leaves them off; use `http://localhost:…`); `false` in production',
+  ),
+  WEBAUTHN_RP_ID: shownAs(
+    str(
+      PASSKEYS,
+      (c) => (c.NODE_ENV === 'production' ? '' : hostOf(String(c.SERVER_URL))),
+      'The relying party id: the domain passkeys are bound to (`example.com` lets `app.example.com` and `example.com` use them). Passkeys made for one RP id never work for another: choose it once.',
+    ),
+    'the host of `SERVER_URL` outside production; unset in production',
+  ),
+  WEBAUTHN_RP_NAME: str(PASSKEYS, 'Gatehouse', 'The service name an authenticator shows beside a passkey.'),
+  WEBAUTHN_ORIGINS: shownAs(
+    {
+      ...list(
+        PASSKEYS,
+        (c) => {
+          const origin = originOf(String(c.SERVER_URL));
+          return origin === undefined ? [] : [origin];
+        },
+        'Comma-separated exact origins (`https://app.example.com`, no path) whose pages may run a passkey ceremony: the `origin` of `clientDataJSON` must be one of them. Each must be the RP id or one of its subdomains.',
+      ),
+      parse: parseOrigins,
+    },
+    'the origin of `SERVER_URL`',
+  ),
+  WEBAUTHN_USER_VERIFICATION: oneOf(
+    PASSKEYS,
+    ['preferred', 'required'],
+    'preferred',
+    '`required`: refuse any passkey ceremony where the authenticator did not verify the person (PIN, biometrics). With `preferred`, a sign-in without it is one factor: an account with TOTP is asked for its code.',
+  ),
   MFA_ENCRYPTION_KEY: str(
     AUTH,
     '',
@@ -1419,6 +1490,7 @@ function crossChecks(c: Partial, problems: string[]): void {
   }
   providerChecks(c, problems);
   hookChecks(c, problems);
+  passkeyChecks(c, problems);
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
@@ -1459,6 +1531,39 @@ function crossChecks(c: Partial, problems: string[]): void {
         `METRICS_PORT in production needs METRICS_TOKEN (the scraper sends it as a bearer token), or METRICS_HOST=127.0.0.1 to serve the metrics to this machine only (METRICS_HOST is ${metricsHost || 'unset'})`,
       );
     // JWT_KEY (or CUSTOM_DIR/keys/private.pem) is checked by keySettingProblems, with the key itself.
+  }
+}
+
+/** Passkeys: an RP id and origins the browser will accept together (WebAuthn §5.1.3, §7.1 step 9). */
+function passkeyChecks(c: Partial, problems: string[]): void {
+  if (c.WEBAUTHN_ENABLED !== true) return;
+  const rpId = String(c.WEBAUTHN_RP_ID ?? '').toLowerCase();
+  const origins = (c.WEBAUTHN_ORIGINS ?? []) as string[];
+  if (rpId === '') {
+    problems.push(
+      c.NODE_ENV === 'production'
+        ? 'WEBAUTHN_RP_ID is required in production when WEBAUTHN_ENABLED is true (the domain passkeys are bound to, such as example.com)'
+        : 'WEBAUTHN_RP_ID is empty and SERVER_URL names no host to take it from',
+    );
+    return;
+  }
+  if (isIP(rpId.replace(/^\[|\]$/g, '')) !== 0) {
+    problems.push(
+      `WEBAUTHN_RP_ID ${rpId} is an IP address, which browsers refuse for passkeys: use a domain name (for development, SERVER_URL=http://localhost:<PORT>)`,
+    );
+    return;
+  }
+  if (origins.length === 0) {
+    problems.push(
+      'WEBAUTHN_ORIGINS is required when WEBAUTHN_ENABLED is true (such as https://app.example.com)',
+    );
+    return;
+  }
+  for (const o of origins) {
+    const host = originOf(o) === undefined ? undefined : new URL(o).hostname;
+    if (host === undefined) problems.push(`WEBAUTHN_ORIGINS entry ${o} is not an http(s) origin`);
+    else if (host !== rpId && !host.endsWith(`.${rpId}`))
+      problems.push(`WEBAUTHN_ORIGINS entry ${o} is not on WEBAUTHN_RP_ID ${rpId} or one of its subdomains`);
   }
 }
 

@@ -149,6 +149,34 @@ export const ERRORS = {
     status: 409,
     message: 'Another identity of this provider is already linked to the account; unlink it first.',
   },
+  PASSKEY_MALFORMED: {
+    status: 400,
+    message:
+      'The passkey credential is malformed: send the JSON form of the PublicKeyCredential (its toJSON()), base64url fields, within the size limits.',
+  },
+  PASSKEY_CHALLENGE_INVALID: {
+    status: 400,
+    message:
+      'The passkey challenge is unknown, used, expired or from another ceremony: ask for new options and try again.',
+  },
+  PASSKEY_NOT_VERIFIED: {
+    status: 400,
+    message:
+      'The new passkey could not be verified (origin, relying party, user presence or verification, or attestation).',
+  },
+  PASSKEY_INVALID: { status: 401, message: 'The passkey was not accepted.' },
+  PASSKEY_COUNTER_REGRESSED: {
+    status: 401,
+    message:
+      'The passkey was not accepted: its signature counter went backwards, a sign of a cloned authenticator. The account holder has been notified in the security feed.',
+  },
+  PASSKEY_ALREADY_REGISTERED: { status: 409, message: 'This passkey is already registered.' },
+  PASSKEY_NOT_FOUND: { status: 404, message: 'No such passkey.' },
+  LAST_SIGN_IN_METHOD: {
+    status: 409,
+    message:
+      'This passkey is the only way to sign in to the account; add a password, another passkey or a provider first.',
+  },
   PROVIDER_LAST_SIGN_IN_METHOD: {
     status: 409,
     message: 'This is the only way to sign in to the account; add a password or another provider first.',

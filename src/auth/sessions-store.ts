@@ -28,7 +28,7 @@ export interface SessionTokenRow {
 
 /** How and from where a session began, as GET /auth/sessions shows it. */
 export interface SessionOrigin {
-  /** password, magic-link, mfa, oauth:<provider>, anonymous… (null: not said) */
+  /** password, magic-link, mfa, oauth:<provider>, passkey, anonymous… (null: not said) */
   method: string | null;
   userAgent?: string | null;
   ip?: string | null;

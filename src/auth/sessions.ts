@@ -165,7 +165,7 @@ export async function issueSession(
     family?: { familyId: string; signedInAt: Date | null };
     db?: Queryable;
     profile?: AccountProfile;
-    /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, anonymous…). */
+    /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, passkey, anonymous…). */
     method?: string;
     /** The client signing in: stored with the session and its sign_in event. */
     client?: EventClient;

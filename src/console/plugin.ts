@@ -73,6 +73,7 @@ const ASSETS = [
   'views.js',
   'files.js',
   'activity.js',
+  'passkeys.js',
 ] as const;
 
 interface Asset {
@@ -185,6 +186,7 @@ function consoleSettings(config: Config, outbox: boolean) {
     changeEmail: config.CHANGE_EMAIL_ENABLED,
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
+    passkeys: config.WEBAUTHN_ENABLED,
     outbox,
     ...switches(config),
   };

@@ -46,7 +46,15 @@ export type AccountEventBody =
   | { type: 'mfa_disabled'; details: Record<string, never> }
   | { type: 'provider_linked'; details: { provider: string } }
   | { type: 'provider_unlinked'; details: { provider: string } }
-  | { type: 'account_disabled'; details: { by: 'operator' } };
+  | { type: 'account_disabled'; details: { by: 'operator' } }
+  /** A passkey was added (or came with a sign-up); `passkey` is its id in GET /auth/passkeys. */
+  | { type: 'passkey_added'; details: { passkey: string; name: string } }
+  | { type: 'passkey_removed'; details: { passkey: string; name: string } }
+  /**
+   * A sign-in with the passkey was refused because its signature counter went backwards: another copy
+   * of its key (a cloned authenticator) is being used.
+   */
+  | { type: 'passkey_clone_detected'; details: { passkey: string; name: string } };
 
 export type AccountEventType = AccountEventBody['type'];
 
@@ -63,6 +71,9 @@ export const ACCOUNT_EVENT_TYPES: readonly AccountEventType[] = [
   'provider_linked',
   'provider_unlinked',
   'account_disabled',
+  'passkey_added',
+  'passkey_removed',
+  'passkey_clone_detected',
 ];
 
 /** An event as a flow reports it: whose account, from which session and client, and what happened. */

@@ -76,7 +76,7 @@ export class Metrics {
 
     const signIns = new Counter({
       name: 'gatehouse_sign_ins_total',
-      help: 'Sign-in attempts by method (password, mfa, magic_link, anonymous, provider) and outcome (success, mfa_required, wrong_password, locked, not_activated, disabled, invalid_code, refused).',
+      help: 'Sign-in attempts by method (password, mfa, magic_link, anonymous, provider, passkey) and outcome (success, mfa_required, wrong_password, locked, not_activated, disabled, invalid_code, refused, cloned).',
       labelNames: ['method', 'outcome'],
       registers,
     });

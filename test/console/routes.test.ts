@@ -128,6 +128,7 @@ describe('console pages outside production', () => {
       changeEmail: true,
       verifyEmails: false,
       mfa: true,
+      passkeys: true,
       outbox: true,
     });
   });
@@ -149,6 +150,7 @@ describe('console pages outside production', () => {
     assert.deepEqual(row(flows, 'Deleting one’s own account'), [false, 'ALLOW_USER_SELF_DELETE=true', []]);
     assert.deepEqual(row(flows, 'Anonymous sign-in'), [false, 'ANONYMOUS_USERS_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Two-factor sign-in (TOTP)'), [true, 'MFA_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Passkeys'), [true, 'WEBAUTHN_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Emails'), [true, 'EMAILS_ENABLED=true', []]);
     assert.deepEqual(row(providers, 'GitHub'), [
       false,

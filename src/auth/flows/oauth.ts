@@ -49,6 +49,7 @@ import {
   insertProviderRequest,
   type ProviderRequest,
 } from '../oauth/requests-store.ts';
+import { countPasskeys } from '../passkeys/passkeys-store.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
 import { sha256Hex } from '../secrets.ts';
 import { issueSession, type OwnSignIn, type Session } from '../sessions.ts';
@@ -342,7 +343,12 @@ export async function unlinkProvider(
     const links = await accountLinks(tx, account.id);
     if (!links.some((l) => l.provider === provider)) throw new AppError('PROVIDER_NOT_LINKED');
     const magicLink = deps.config.MAGIC_LINK_ENABLED && account.email !== null;
-    if (account.password_hash === null && links.length < 2 && !magicLink)
+    if (
+      account.password_hash === null &&
+      links.length < 2 &&
+      !magicLink &&
+      (await countPasskeys(tx, account.id)) === 0
+    )
       throw new AppError('PROVIDER_LAST_SIGN_IN_METHOD');
     await deleteLink(tx, account.id, provider);
     await recordEvent(deps, tx, {

@@ -23,7 +23,7 @@ const SessionItem = Type.Object({
   last_active_at: Type.String({ format: 'date-time', description: 'The last sign-in or refresh.' }),
   expires_at: Type.String({ format: 'date-time', description: 'When its refresh token expires.' }),
   sign_in_method: Nullable(
-    'password, magic-link, mfa, oauth:<provider>, anonymous; null for a session older than this field.',
+    'password, magic-link, mfa, oauth:<provider>, passkey, anonymous; null for a session older than this field.',
   ),
   user_agent: Nullable('The User-Agent of the sign-in.'),
   ip: Nullable('The client address of the sign-in (as TRUST_PROXY lets the service see it).'),
