@@ -9,6 +9,8 @@
  */
 import type { Database, Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
+import type { AccountEventBody, OperatorRef } from '../events/types.ts';
 import { serviceLink } from '../mail/links.ts';
 import {
   type AccountListing,
@@ -56,6 +58,24 @@ export type OperatorDeps = Pick<AuthDeps, 'config' | 'db' | 'clock'> &
 export type Operator = { via: 'admin-secret' } | { via: 'admin-role'; userId: string } | { via: 'cli' };
 
 const CLI: Operator = { via: 'cli' };
+
+/** The operator as the security feed names them (no address: the admin-role user by id). */
+function ref(by: Operator): OperatorRef {
+  return by.via === 'admin-role' ? { via: 'admin-role', user_id: by.userId } : { via: by.via };
+}
+
+/**
+ * Records an operator's change in the account's security feed (events/), in the change's transaction.
+ * No client: the operator's address is not the account holder's business.
+ */
+async function note(
+  deps: OperatorDeps,
+  tx: Queryable,
+  accountId: string,
+  event: AccountEventBody,
+): Promise<void> {
+  await recordEvent(deps, tx, { ...event, accountId });
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The CHECK of auth.accounts.email (migration 0001), tested first for a clearer message. */
@@ -200,7 +220,7 @@ export interface NewUser {
 export async function createUser(
   deps: OperatorDeps,
   input: NewUser,
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<{ accountId: string; userId: string; defaultRole: string; roles: string[] }> {
   assertProperEmail(input.email);
   if (input.sendInvite && input.active)
@@ -242,6 +262,10 @@ export async function createUser(
           email,
           displayName: input.displayName ?? email,
         });
+      await note(deps, tx, made.accountId, {
+        type: 'admin_user_created',
+        details: { by: ref(by), active: input.active, invited: input.sendInvite === true },
+      });
       return made;
     });
     return { ...ids, defaultRole, roles };
@@ -263,10 +287,10 @@ async function endSessions(
   tx: Queryable,
   account: AccountRow,
   opts: { wholeUser?: boolean } = {},
-): Promise<number> {
+): Promise<string[]> {
   const ended = await deleteAccountSessions(tx, account.id);
   await revoke(deps, tx, { sessionIds: ended, userId: opts.wholeUser ? account.user_id : undefined });
-  return ended.length;
+  return ended;
 }
 
 /**
@@ -278,25 +302,33 @@ async function endSessions(
 export async function disableUser(
   deps: OperatorDeps,
   account: AccountRow,
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<number> {
-  return deps.db.transaction((tx) => disableIn(deps, tx, account));
+  return deps.db.transaction((tx) => disableIn(deps, tx, account, by));
 }
 
-async function disableIn(deps: OperatorDeps, tx: Queryable, account: AccountRow): Promise<number> {
+async function disableIn(
+  deps: OperatorDeps,
+  tx: Queryable,
+  account: AccountRow,
+  by: Operator,
+): Promise<number> {
   const now = deps.clock.now();
   await setAccountDisabled(tx, account.id, now);
   await retireTickets(tx, now, account.id);
-  return endSessions(deps, tx, account, { wholeUser: true });
+  const sessions = await endSessions(deps, tx, account, { wholeUser: true });
+  await note(deps, tx, account.id, { type: 'admin_account_disabled', details: { by: ref(by), sessions } });
+  return sessions.length;
+}
+
+async function enableIn(deps: OperatorDeps, tx: Queryable, account: AccountRow, by: Operator): Promise<void> {
+  await setAccountDisabled(tx, account.id, null);
+  await note(deps, tx, account.id, { type: 'admin_account_enabled', details: { by: ref(by) } });
 }
 
 /** Lifts a block; an account still waiting for activation is activated (the operator vouches for it). */
-export async function enableUser(
-  deps: OperatorDeps,
-  account: AccountRow,
-  _by: Operator = CLI,
-): Promise<void> {
-  await setAccountDisabled(deps.db, account.id, null);
+export async function enableUser(deps: OperatorDeps, account: AccountRow, by: Operator = CLI): Promise<void> {
+  await deps.db.transaction((tx) => enableIn(deps, tx, account, by));
 }
 
 /**
@@ -306,9 +338,13 @@ export async function enableUser(
 export async function signOutUser(
   deps: OperatorDeps,
   account: AccountRow,
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<number> {
-  return deps.db.transaction((tx) => endSessions(deps, tx, account));
+  return deps.db.transaction(async (tx) => {
+    const sessions = await endSessions(deps, tx, account);
+    await note(deps, tx, account.id, { type: 'admin_signed_out', details: { by: ref(by), sessions } });
+    return sessions.length;
+  });
 }
 
 /**
@@ -322,13 +358,18 @@ async function setRolesIn(
   tx: Queryable,
   account: AccountRow,
   input: { defaultRole: string; roles?: readonly string[] },
+  by: Operator,
 ): Promise<{ defaultRole: string; roles: string[]; sessionsEnded: number }> {
   const before = await accountRoles(tx, account.id);
   const roles = await checkedRoles(tx, input.defaultRole, input.roles ?? before);
   await setAccountRoles(tx, account.id, { defaultRole: input.defaultRole, roles });
   const lost = before.some((r) => !roles.includes(r)) || input.defaultRole !== account.default_role;
-  const sessionsEnded = lost ? await endSessions(deps, tx, account) : 0;
-  return { defaultRole: input.defaultRole, roles, sessionsEnded };
+  const sessions = lost ? await endSessions(deps, tx, account) : [];
+  await note(deps, tx, account.id, {
+    type: 'admin_roles_changed',
+    details: { by: ref(by), roles, default_role: input.defaultRole, sessions },
+  });
+  return { defaultRole: input.defaultRole, roles, sessionsEnded: sessions.length };
 }
 
 /** `gatehouse users set-role`: see setRolesIn. */
@@ -336,9 +377,9 @@ export async function setUserRoles(
   deps: OperatorDeps,
   account: AccountRow,
   input: { defaultRole: string; roles?: readonly string[] },
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<{ defaultRole: string; roles: string[]; sessionsEnded: number }> {
-  return deps.db.transaction((tx) => setRolesIn(deps, tx, account, input));
+  return deps.db.transaction((tx) => setRolesIn(deps, tx, account, input, by));
 }
 
 /** What `PATCH /admin/users/{id}` may change; absent fields stay as they are. */
@@ -361,28 +402,46 @@ export async function updateUser(
   deps: OperatorDeps,
   account: AccountRow,
   changes: UserChanges,
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<AccountListing> {
   const now = deps.clock.now();
   if (changes.email !== undefined) assertProperEmail(changes.email);
   await deps.db.transaction(async (tx) => {
     if (changes.roles !== undefined || changes.defaultRole !== undefined)
-      await setRolesIn(deps, tx, account, {
-        defaultRole: changes.defaultRole ?? account.default_role,
-        roles: changes.roles,
-      });
+      await setRolesIn(
+        deps,
+        tx,
+        account,
+        { defaultRole: changes.defaultRole ?? account.default_role, roles: changes.roles },
+        by,
+      );
     if (changes.email !== undefined && changes.email.toLowerCase() !== account.email?.toLowerCase()) {
       if (await emailTaken(tx, changes.email, account.id))
         throw new AppError('ACCOUNT_EXISTS', `an account with the email "${changes.email}" exists already`);
       await setEmail(tx, account.id, changes.email);
       await retireTickets(tx, now, account.id);
+      await note(deps, tx, account.id, {
+        type: 'admin_email_changed',
+        details: { by: ref(by), verified: changes.emailVerified === true },
+      });
     }
-    if (changes.emailVerified !== undefined)
+    if (changes.emailVerified !== undefined) {
       await setEmailProof(tx, account.id, changes.emailVerified ? { by: 'operator', at: now } : null);
-    if (changes.displayName !== undefined)
+      if (changes.email === undefined)
+        await note(deps, tx, account.id, {
+          type: 'admin_email_verification_changed',
+          details: { by: ref(by), verified: changes.emailVerified },
+        });
+    }
+    if (changes.displayName !== undefined) {
       await setUserFields(tx, account.user_id, { display_name: changes.displayName }, []);
-    if (changes.disabled === true && !account.disabled) await disableIn(deps, tx, account);
-    if (changes.disabled === false && account.disabled) await setAccountDisabled(tx, account.id, null);
+      await note(deps, tx, account.id, {
+        type: 'admin_profile_changed',
+        details: { by: ref(by), fields: ['display_name'] },
+      });
+    }
+    if (changes.disabled === true && !account.disabled) await disableIn(deps, tx, account, by);
+    if (changes.disabled === false && account.disabled) await enableIn(deps, tx, account, by);
   });
   const now_ = await findListingByUserId(deps.db, account.user_id);
   if (!now_) throw new AppError('USER_NOT_FOUND');
@@ -390,14 +449,11 @@ export async function updateUser(
 }
 
 /**
- * Deletes the account's public.users row; the account, roles, sessions and tickets cascade with it, and
- * every access token of the user is refused from now on (as a self-deletion).
+ * Deletes the account's public.users row; the account, roles, sessions, tickets and security feed
+ * cascade with it (so no event records it there: the caller logs it), and every access token of the
+ * user is refused from now on (as a self-deletion).
  */
-export async function deleteUserAccount(
-  deps: OperatorDeps,
-  account: AccountRow,
-  _by: Operator = CLI,
-): Promise<void> {
+export async function deleteUserAccount(deps: OperatorDeps, account: AccountRow): Promise<void> {
   await deps.db.transaction(async (tx) => {
     if (!(await deleteUser(tx, account.user_id))) throw new AppError('USER_NOT_FOUND');
     await revoke(deps, tx, { userId: account.user_id });
@@ -444,56 +500,72 @@ export async function userLink(
   deps: OperatorDeps,
   account: AccountRow,
   input: { type: LinkType; send?: boolean },
-  _by: Operator = CLI,
+  by: Operator = CLI,
 ): Promise<{ link: string; expiresAt: Date }> {
   const refusal = linkRefusal(deps, account, input.type);
   if (refusal) throw unavailable(refusal);
-  const email = account.email as string;
   const mailer = input.send ? requireMailer(deps) : undefined;
   return deps.db.transaction(async (tx) => {
-    if (input.type === 'password-reset') {
-      if (mailer) return mailResetLink({ ...deps, mailer }, tx, { id: account.id, email });
-      return issueResetLink(deps, tx, account.id);
-    }
-    const displayName = (await loadProfile(tx, account.id))?.user.display_name ?? email;
-    if (input.type === 'magic-link') {
-      if (mailer)
-        return issueMagicLink({ ...deps, mailer }, tx, {
-          accountId: account.id,
-          email,
-          displayName,
-          action: 'log-in',
-        });
-      const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
-        accountId: account.id,
-        purpose: 'magic-link',
-        payload: { action: 'log-in' },
-      });
-      return {
-        link: serviceLink(deps.config, '/auth/magic-link', { action: 'log-in', token: ticket }),
-        expiresAt,
-      };
-    }
-    if (mailer) {
-      const sent = await issueActivation({ ...deps, mailer }, tx, {
+    await note(deps, tx, account.id, {
+      type: 'admin_link_issued',
+      details: { by: ref(by), link: input.type, sent: mailer !== undefined },
+    });
+    return issueLink(deps, tx, account, input.type, mailer);
+  });
+}
+
+/** Issues (and, with `mailer`, emails) the link of userLink in `tx`. */
+async function issueLink(
+  deps: OperatorDeps,
+  tx: Queryable,
+  account: AccountRow,
+  type: LinkType,
+  mailer: NonNullable<OperatorDeps['mailer']> | undefined,
+): Promise<{ link: string; expiresAt: Date }> {
+  const email = account.email as string;
+  if (type === 'password-reset') {
+    if (mailer) return mailResetLink({ ...deps, mailer }, tx, { id: account.id, email });
+    return issueResetLink(deps, tx, account.id);
+  }
+  const displayName = (await loadProfile(tx, account.id))?.user.display_name ?? email;
+  if (type === 'magic-link') {
+    if (mailer)
+      return issueMagicLink({ ...deps, mailer }, tx, {
         accountId: account.id,
         email,
         displayName,
+        action: 'log-in',
       });
-      if (sent) return sent;
-    }
     const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
       accountId: account.id,
-      purpose: 'activation',
+      purpose: 'magic-link',
+      payload: { action: 'log-in' },
     });
-    return { link: serviceLink(deps.config, '/auth/activate', { ticket }), expiresAt };
+    return {
+      link: serviceLink(deps.config, '/auth/magic-link', { action: 'log-in', token: ticket }),
+      expiresAt,
+    };
+  }
+  if (mailer) {
+    const sent = await issueActivation({ ...deps, mailer }, tx, {
+      accountId: account.id,
+      email,
+      displayName,
+    });
+    if (sent) return sent;
+  }
+  const { ticket, expiresAt } = await issueTicket(tx, deps.config, deps.clock.now(), {
+    accountId: account.id,
+    purpose: 'activation',
   });
+  return { link: serviceLink(deps.config, '/auth/activate', { ticket }), expiresAt };
 }
 
 /** `gatehouse users reset-link`: a password-reset link printed for support (userLink, not sent). */
 export async function resetLink(
   deps: OperatorDeps,
   account: AccountRow,
+  by: Operator = CLI,
 ): Promise<{ link: string; expiresAt: Date }> {
-  return userLink(deps, account, { type: 'password-reset' });
+  return userLink(deps, account, { type: 'password-reset' }, by);
 }

@@ -66,6 +66,7 @@ const ROUTES = (id: string): [Method, string, unknown?][] => [
   ['POST', `/admin/users/${id}/sign-out`],
   ['POST', `/admin/users/${id}/links`, { type: 'password-reset' }],
   ['GET', `/admin/users/${id}/sessions`],
+  ['GET', `/admin/users/${id}/security-events`],
   ['GET', '/admin/emails'],
 ];
 
@@ -73,18 +74,21 @@ for (const kind of dbKinds()) {
   describe(`the admin API [${kind}]`, () => {
     let t: TestApp;
     let asRole: Headers;
+    let adminId: string;
     before(async () => {
       t = await buildTestApp(kind, { ...SETTINGS, RATE_LIMIT_ENABLED: false });
-      asRole = bearer((await adminToken(t)).jwt);
+      const admin = await adminToken(t);
+      asRole = bearer(admin.jwt);
+      adminId = admin.userId;
     });
     after(() => t.close());
 
-    const credentials = (): [string, () => Headers][] => [
-      ['the admin secret', () => ({ 'x-hasura-admin-secret': SECRET })],
-      ['an ADMIN_ROLE access token', () => asRole],
+    const credentials = (): [string, () => Headers, () => object][] => [
+      ['the admin secret', () => ({ 'x-hasura-admin-secret': SECRET }), () => ({ via: 'admin-secret' })],
+      ['an ADMIN_ROLE access token', () => asRole, () => ({ via: 'admin-role', user_id: adminId })],
     ];
 
-    for (const [name, headersOf] of credentials()) {
+    for (const [name, headersOf, byOf] of credentials()) {
       it(`serves every route with ${name}: create, find, open, roles, links, sessions, sign-out, disable, delete`, async () => {
         const h = headersOf();
         const email = newEmail('managed');
@@ -205,6 +209,41 @@ for (const kind of dbKinds()) {
         assert.equal(
           (await login(t, { email, password: 'a brand new passphrase', cookie: false })).statusCode,
           200,
+        );
+
+        // Every change is in the user's security feed, with the credential that made it; no link in it.
+        const feed = await call(t, 'GET', `/admin/users/${user.id}/security-events?limit=100`, h);
+        assert.equal(feed.statusCode, 200, feed.body);
+        const events = feed.json() as { type: string; details: { by?: object }; ip: string | null }[];
+        const adminEvents = events.filter((e) => e.type.startsWith('admin_'));
+        // (The test clock stands still, so the events share one time: compared as a set.)
+        assert.deepEqual(
+          adminEvents.map((e) => e.type).sort(),
+          [
+            'admin_account_disabled',
+            'admin_account_enabled',
+            'admin_email_verification_changed',
+            'admin_link_issued',
+            'admin_link_issued',
+            'admin_profile_changed',
+            'admin_signed_out',
+            'admin_user_created',
+          ],
+          feed.body,
+        );
+        for (const e of adminEvents) {
+          assert.deepEqual(e.details.by, byOf(), feed.body);
+          assert.equal(e.ip, null, "the operator's address is not put in the user's feed");
+        }
+        assert.ok(!feed.body.includes(ticket as string), 'no link in the feed');
+        assert.ok(
+          events.some((e) => e.type === 'sign_in'),
+          'the user’s own events are there too',
+        );
+        expectCode(
+          await call(t, 'GET', `/admin/users/${user.id}/security-events?before=not-an-event`, h),
+          400,
+          'VALIDATION',
         );
 
         // Delete: gone, and 404 after.
@@ -375,7 +414,7 @@ for (const kind of dbKinds()) {
         .flatMap(([p, ops]) =>
           Object.entries(ops).map(([m, op]) => ({ route: `${m.toUpperCase()} ${p}`, op })),
         );
-      assert.equal(paths.length, 9, paths.map((p) => p.route).join(', '));
+      assert.equal(paths.length, 10, paths.map((p) => p.route).join(', '));
       for (const { route, op } of paths) {
         assert.deepEqual(op.tags, ['admin'], route);
         assert.deepEqual(

@@ -20,7 +20,12 @@ export const deleteUserRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = as
     },
     async (request, reply) => {
       const account = await accountOfUser(deps.db, request.params.id);
-      await deleteUserAccount(deps, account, request.operator);
+      await deleteUserAccount(deps, account);
+      // Its security feed went with it: the log keeps who deleted whom (ids only).
+      request.log.info(
+        { deletedUserId: account.user_id, operator: request.operator },
+        'an operator deleted a user',
+      );
       return reply.code(204).send(null);
     },
   );

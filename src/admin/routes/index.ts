@@ -15,6 +15,7 @@ import { listUsersRoute } from './list-users.ts';
 import { signOutUserRoute } from './sign-out-user.ts';
 import { updateUserRoute } from './update-user.ts';
 import { userLinksRoute } from './user-links.ts';
+import { userSecurityEventsRoute } from './user-security-events.ts';
 import { userSessionsRoute } from './user-sessions.ts';
 
 export const adminRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, { deps }) => {
@@ -32,6 +33,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, {
     signOutUserRoute,
     userLinksRoute,
     userSessionsRoute,
+    userSecurityEventsRoute,
     emailsRoute,
   ])
     await app.register(route, { deps });
