@@ -433,15 +433,23 @@ export async function listAccountsPage(
   input: { limit: number; after?: ListingKey; email?: string },
 ): Promise<AccountListing[]> {
   const pattern = input.email === undefined ? null : `%${input.email.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  const { rows } = await db.query<AccountListing>(
-    'ListAccountsPage',
-    `${LISTING_SELECT}
+  const { rows } = await db
+    .query<AccountListing>(
+      'ListAccountsPage',
+      `${LISTING_SELECT}
       WHERE ($1::text IS NULL OR a.email::text ILIKE $1::text)
         AND ($2::timestamptz IS NULL OR (a.created_at, a.id) > ($2::timestamptz, $3::uuid))
       ORDER BY a.created_at, a.id
       LIMIT $4`,
-    [pattern, input.after?.createdAt ?? null, input.after?.id ?? null, input.limit],
-  );
+      [pattern, input.after?.createdAt ?? null, input.after?.id ?? null, input.limit],
+    )
+    .catch((err: unknown) => {
+      // The page's start comes from a cursor a client sent back: a value the database cannot read (class
+      // 22, checked before already) is the client's mistake.
+      if (err instanceof DatabaseError && err.sqlState?.startsWith('22'))
+        throw new AppError('VALIDATION', '"cursor" is not a cursor this service gave', { cause: err });
+      throw err;
+    });
   return rows.map(toListing);
 }
 

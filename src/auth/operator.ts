@@ -132,7 +132,29 @@ export interface UserPage {
 }
 
 /** PostgreSQL's text form of a timestamptz, as `created_at::text` writes it. */
-const PG_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2}){0,2}$/;
+const PG_TIME = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?[+-](\d{2})(:\d{2}){0,2}$/;
+
+/**
+ * Whether `text` is such a time that PostgreSQL accepts: a real calendar day (JavaScript's Date.parse
+ * takes 30 February), hours, minutes and an offset in range, so a forged cursor is a 400, never an error
+ * of the database.
+ */
+function realTime(text: string): boolean {
+  const m = PG_TIME.exec(text);
+  if (!m) return false;
+  const [y, mo, d, h, mi, s, off] = [m[1], m[2], m[3], m[4], m[5], m[6], m[8]].map(Number) as number[];
+  const day = new Date(Date.UTC(y as number, (mo as number) - 1, d));
+  return (
+    (y as number) >= 1 &&
+    day.getUTCFullYear() === y &&
+    day.getUTCMonth() === (mo as number) - 1 &&
+    day.getUTCDate() === d &&
+    (h as number) <= 23 &&
+    (mi as number) <= 59 &&
+    (s as number) <= 59 &&
+    (off as number) <= 15
+  );
+}
 
 function encodeCursor(key: ListingKey): string {
   return Buffer.from(JSON.stringify([key.createdAt, key.id])).toString('base64url');
@@ -151,8 +173,7 @@ function decodeCursor(cursor: string): ListingKey {
     parsed.length === 2 &&
     typeof parsed[0] === 'string' &&
     typeof parsed[1] === 'string' &&
-    PG_TIME.test(parsed[0]) &&
-    !Number.isNaN(Date.parse(parsed[0].replace(' ', 'T').replace(/([+-]\d{2})$/, '$1:00'))) &&
+    realTime(parsed[0]) &&
     UUID.test(parsed[1])
   )
     return { createdAt: parsed[0], id: parsed[1] };

@@ -369,6 +369,16 @@ for (const kind of dbKinds()) {
           'base64url',
         ),
         Buffer.from('{"a":1}').toString('base64url'),
+        // Times JavaScript's Date.parse takes and PostgreSQL refuses: a 400, never a database error.
+        ...[
+          '2026-02-30 00:00:00+00',
+          '0000-01-01 00:00:00+00',
+          '2026-01-01 25:00:00+00',
+          '2026-01-01 00:00:00+16',
+          '99999-01-01 00:00:00+00',
+        ].map((time) =>
+          Buffer.from(JSON.stringify([time, '00000000-0000-4000-8000-000000000000'])).toString('base64url'),
+        ),
       ])
         expectCode(
           await call(t, 'GET', `/admin/users?cursor=${encodeURIComponent(cursor)}`, h),
