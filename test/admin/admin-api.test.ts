@@ -329,6 +329,41 @@ for (const kind of dbKinds()) {
       assert.deepEqual(now.json().roles, ['user', 'admin']);
     });
 
+    it('send_invite emails the activation link of a new pending account (the outbox shows it, never the link)', async () => {
+      const email = newEmail('invitee');
+      const made = await call(
+        t,
+        'POST',
+        '/admin/users',
+        { 'x-hasura-admin-secret': SECRET },
+        { email, send_invite: true, display_name: 'Invitee' },
+      );
+      assert.equal(made.statusCode, 201, made.body);
+      assert.equal(made.json().active, false);
+      const emails = await call(t, 'GET', '/admin/emails?limit=200', { 'x-hasura-admin-secret': SECRET });
+      const invite = emails.json().find((e: { recipient: string }) => e.recipient === email);
+      assert.equal(invite?.template, 'activate-account', emails.body);
+      const feed = await call(t, 'GET', `/admin/users/${made.json().id}/security-events`, {
+        'x-hasura-admin-secret': SECRET,
+      });
+      assert.deepEqual(feed.json()[0].details, { by: { via: 'admin-secret' }, active: false, invited: true });
+    });
+
+    it('lets a back office on an allowed origin call it: PATCH and x-hasura-admin-secret pass the CORS preflight', async () => {
+      const res = await t.app.inject({
+        method: 'OPTIONS',
+        url: '/admin/users/00000000-0000-4000-8000-000000000000',
+        headers: {
+          origin: 'http://localhost:5173',
+          'access-control-request-method': 'PATCH',
+          'access-control-request-headers': 'x-hasura-admin-secret, content-type',
+        },
+      });
+      assert.equal(res.statusCode, 204, res.body);
+      assert.match(String(res.headers['access-control-allow-methods']), /PATCH/);
+      assert.match(String(res.headers['access-control-allow-headers']), /x-hasura-admin-secret/);
+    });
+
     it('refuses every route to a plain user token (403 ADMIN_REQUIRED) and without a credential (401)', async () => {
       const plain = await signUp(t);
       for (const [method, url, body] of ROUTES(plain.userId)) {
