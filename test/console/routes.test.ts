@@ -128,6 +128,10 @@ describe('console pages outside production', () => {
       changeEmail: true,
       verifyEmails: false,
       mfa: true,
+      emails: true,
+      // No admin secret and no ADMIN_ROLE here: the admin pages have nothing to sign in with.
+      adminRole: null,
+      adminSecret: false,
       outbox: true,
     });
   });
