@@ -123,6 +123,16 @@ export const ERRORS = {
     logLevel: 'warn',
   },
 
+  // admin API
+  ADMIN_REQUIRED: {
+    status: 403,
+    message:
+      'This route is for administrators: send the admin secret in x-hasura-admin-secret, or an access token whose roles include ADMIN_ROLE.',
+  },
+  USER_NOT_FOUND: { status: 404, message: 'No user has this id.' },
+  UNKNOWN_ROLE: { status: 400, message: 'A role given is not in auth.roles.' },
+  LINK_NOT_AVAILABLE: { status: 409, message: 'This link cannot be made for this account.' },
+
   // provider sign-in (OAuth, OpenID Connect)
   PROVIDER_STATE_INVALID: {
     status: 400,

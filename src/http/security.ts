@@ -107,11 +107,13 @@ export async function installSecurity(
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,
-    methods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+    // PATCH: the admin API's changes (PATCH /admin/users/{id}) from an allowed origin's back office.
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: [
       'authorization',
       'content-type',
       'x-admin-secret',
+      'x-hasura-admin-secret',
       'x-request-id',
       'range',
       'if-none-match',

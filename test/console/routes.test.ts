@@ -129,6 +129,10 @@ describe('console pages outside production', () => {
       verifyEmails: false,
       mfa: true,
       passkeys: true,
+      emails: true,
+      // No admin secret and no ADMIN_ROLE here: the admin pages have nothing to sign in with.
+      adminRole: null,
+      adminSecret: false,
       outbox: true,
     });
   });
