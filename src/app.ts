@@ -174,9 +174,9 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     );
   }
   if (ctx.storage) {
-    const { objects, rules, images } = ctx.storage;
+    const { objects, rules, images, tus } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
-    await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+    await app.register(storageRoutes, { deps: { config, objects, rules, images, tus }, prefix: '/storage' });
   } else {
     await registerWhen(app, gate(config, { STORAGE_ENABLED: true }), (s) =>
       s.register(storageRoutes, {

@@ -908,6 +908,12 @@ const SETTINGS = {
     50 * 1024 ** 2,
     'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
   ),
+  STORAGE_UPLOAD_EXPIRY: int(
+    STORAGE,
+    86_400_000,
+    'Resumable uploads (TUS, `/storage/uploads`) not finished this long (milliseconds; 24 h) after their creation are removed with their parts, and HEAD/PATCH then answer 404.',
+    { min: 1000 },
+  ),
   STORAGE_PUBLIC_MAX_AGE: int(
     STORAGE,
     3600,

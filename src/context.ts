@@ -33,6 +33,8 @@ import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+import { openSegments } from './storage/tus/open-segments.ts';
+import { TusUploads } from './storage/tus/service.ts';
 
 export interface AppContext {
   readonly config: Config;
@@ -64,6 +66,8 @@ export interface AppContext {
 export interface StorageContext {
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
+  /** Resumable uploads (TUS) at /storage/uploads, and their expiry sweep. */
+  readonly tus: TusUploads;
   /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
   readonly images: ImageService;
 }
@@ -135,7 +139,9 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     counters = await openCounters(config, () => clock.now().getTime(), opts.log);
     const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
-    const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
+    const storage = rules
+      ? await openStorage(config, rules, opts.log, { db, clock, later: tasks.later })
+      : undefined;
     const ctx: AppContext = {
       config,
       db,
@@ -176,6 +182,7 @@ async function openStorage(
   config: Config,
   rules: StorageRules,
   log: FastifyBaseLogger,
+  with_: { db: Database; clock: Clock; later: BackgroundTasks['later'] },
 ): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
   const objects = await createObjectStore(config);
@@ -199,7 +206,11 @@ async function openStorage(
       (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
     );
   }
-  return { objects, rules, images: new ImageService(config, log) };
+  const images = new ImageService(config, log);
+  const segments = await openSegments(config, objects);
+  const tus = new TusUploads({ config, objects, rules, images, segments, log, ...with_ });
+  tus.start();
+  return { objects, rules, images, tus };
 }
 
 /** The part of the context the auth routes and domain use. */
@@ -217,6 +228,7 @@ export function authDeps(ctx: AppContext): AuthDeps {
  */
 export async function closeContext(ctx: AppContext): Promise<void> {
   ctx.outbox.stop();
+  ctx.storage?.tus.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
   await ctx.storage?.objects.close();

@@ -107,7 +107,7 @@ export async function installSecurity(
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,
-    methods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: [
       'authorization',
       'content-type',
@@ -116,6 +116,13 @@ export async function installSecurity(
       'range',
       'if-none-match',
       'if-modified-since',
+      // Resumable uploads (TUS, /storage/uploads).
+      'tus-resumable',
+      'upload-length',
+      'upload-offset',
+      'upload-metadata',
+      'upload-checksum',
+      'x-http-method-override',
     ],
     exposedHeaders: [
       'etag',
@@ -124,6 +131,16 @@ export async function installSecurity(
       'content-disposition',
       'retry-after',
       'x-request-id',
+      'location',
+      'tus-resumable',
+      'tus-version',
+      'tus-extension',
+      'tus-max-size',
+      'tus-checksum-algorithm',
+      'upload-offset',
+      'upload-length',
+      'upload-metadata',
+      'upload-expires',
     ],
     maxAge: 600,
   });

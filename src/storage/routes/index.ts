@@ -7,6 +7,7 @@ import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
 import { getFileRoute } from './get-file.ts';
 import { getMetadataRoute } from './get-metadata.ts';
+import { tusRoutes } from './tus.ts';
 import { updateMetadataRoute } from './update-metadata.ts';
 import { uploadRoute } from './upload.ts';
 
@@ -22,4 +23,6 @@ export const storageRoutes: FastifyPluginAsync<{ deps: StorageRouteDeps }> = asy
   await app.register(deleteFileRoute, { deps });
   await app.register(deleteMetadataRoute, { deps });
   await app.register(updateMetadataRoute, { deps });
+  const { tus } = deps;
+  if (tus) await app.register(tusRoutes, { deps: { ...deps, tus } });
 };
