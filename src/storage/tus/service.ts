@@ -262,6 +262,11 @@ export class TusUploads {
     return out;
   }
 
+  /** How many segments an upload holds (diagnostics, tests). */
+  async partsOf(id: string): Promise<number> {
+    return (await this.deps.segments.list(id)).size;
+  }
+
   // -------------------------------------------------------------------------------------------------
   // Termination and expiry
 
