@@ -13,11 +13,13 @@ import { imageScenarios } from './scenarios/images.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
+import { tusScenarios } from './scenarios/tus.ts';
 
 const SCENARIOS: Scenario[] = [
   authScenarios,
   refreshScenarios,
   storageScenarios,
+  tusScenarios,
   s3Scenarios,
   imageScenarios,
 ];

@@ -4,6 +4,7 @@
  * the size limit, and forgets the image variants of the version it replaces.
  */
 import { randomUUID } from 'node:crypto';
+import { open } from 'node:fs/promises';
 import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
@@ -27,6 +28,14 @@ export interface IncomingFile {
   mimetype?: string;
   /** The body length when the client declared it (raw uploads). */
   declaredSize?: number;
+  /**
+   * A local file holding exactly the bytes of `stream`, complete and fsynced (a finished resumable
+   * upload on the folder backend). A store that can adopt it (fs) moves it in instead of copying the
+   * stream, which is then never read.
+   */
+  localFile?: string;
+  /** The MD5 (hex) of `localFile`, when its writer computed it on the way in. */
+  localMd5?: string;
   /**
    * Reads what follows the file in the body and rejects (400) when it holds a second file. Awaited once
    * the file's bytes have all arrived, after the rules, before the object is committed.
@@ -67,6 +76,18 @@ export async function uploadFile(
   const op: Operation = existing ? 'update' : 'create';
   let contentType = '';
   const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
+
+  if (file.localFile && objects.adopt) {
+    const info = await adoptLocalFile(deps, key, caller, file.localFile, {
+      op,
+      name,
+      md5: file.localMd5,
+      mimetype: file.mimetype,
+      token: existing?.token || randomUUID(),
+    });
+    await deps.images.forget(key.key);
+    return info;
+  }
 
   let head!: { resolve: (first: Buffer) => void; reject: (err: Error) => void };
   const first = new Promise<Buffer>((resolve, reject) => {
@@ -138,4 +159,38 @@ export async function uploadFile(
   }
   await deps.images.forget(key.key);
   return info;
+}
+
+/**
+ * uploadFile for a complete local file the store can adopt: the same content type (sniffed from its first
+ * bytes) and the same rules (on its real size and type), then the file moved in instead of copied.
+ */
+async function adoptLocalFile(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  localFile: string,
+  at: { op: Operation; name: string; md5: string | undefined; mimetype: string | undefined; token: string },
+): Promise<ObjectInfo> {
+  const { config, objects } = deps;
+  const fh = await open(localFile, 'r');
+  let size: number;
+  let head: Buffer;
+  try {
+    size = (await fh.stat()).size;
+    head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
+    await fh.read(head, 0, head.length, 0);
+  } finally {
+    await fh.close();
+  }
+  if (size > config.STORAGE_MAX_UPLOAD_SIZE) throw tooLarge(config);
+  const contentType = size === 0 ? emptyFileType(at.mimetype) : chooseContentType(at.mimetype, head);
+  if (!caller.admin) {
+    const input = ruleInput(key, caller, { name: at.name, size, mimetype: contentType });
+    const decision = deps.rules.decide(at.op, input);
+    if (decision.allowed !== true) throw refused(deps, at.op, input, caller, decision);
+  }
+  const adopt = objects.adopt?.bind(objects);
+  if (!adopt) throw new Error('the store cannot adopt files');
+  return store(() => adopt(key.key, localFile, { contentType, token: at.token }, at.md5));
 }

@@ -169,9 +169,9 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       assert.equal(got.length, SIZE);
       assert.equal(sha256(got), sha256(data));
       if (backend === 'fs') {
-        // The parts went with the completion; what the kill cut off was swept at the restart.
-        const left = readdirSync(path.join(dataDir, 'uploads'), { recursive: true });
-        assert.deepEqual(left, ['.tmp'], `left in DATA_DIR/uploads: ${left.join(', ')}`);
+        // The upload's file became the object: nothing is left beside it.
+        const left = readdirSync(path.join(dataDir, 'uploads'));
+        assert.deepEqual(left, [], `left in DATA_DIR/uploads: ${left.join(', ')}`);
       }
     });
   });

@@ -256,7 +256,7 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       assert.equal(await t.ctx.storage?.tus.partsOf(id), 0);
       const row = await t.ctx.db.query('t', 'SELECT 1 FROM storage.uploads WHERE id = $1', [id]);
       assert.equal(row.rows.length, 0);
-      if (backend === 'fs') assert.equal(existsSync(path.join(t.dataDir, 'uploads', id)), false);
+      if (backend === 'fs') assert.equal(existsSync(path.join(t.dataDir, 'uploads', `${id}.part`)), false);
       assert.equal((await call('GET', `/o/${key}`, auth['admin'] as Record<string, string>)).status, 404);
       // Back to now: the other tests' access tokens would have expired.
       t.clock.advance(-(t.config.STORAGE_UPLOAD_EXPIRY + 1000));

@@ -6,6 +6,7 @@
  * process killed resumes from the last committed segment. A PATCH that carries `Upload-Checksum` commits
  * only at its end, once the route has checked the digest: a body that fails the check commits nothing.
  */
+import { createHash, type Hash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { DataStore, ERRORS, Upload } from '@tus/utils';
 import type { Database } from '../../db/database.ts';
@@ -23,6 +24,8 @@ export interface SegmentStoreDeps {
   atomic(id: string): boolean;
   /** Termination (DELETE): removes the upload and what it holds. */
   terminate(id: string): Promise<void>;
+  /** Running MD5s of uploads whose every byte this process wrote in order (see `md5Of`). */
+  digests: Map<string, { offset: number; hash: Hash }>;
 }
 
 export function toUpload(row: UploadRow): Upload {
@@ -75,6 +78,13 @@ export class SegmentStore extends DataStore {
       if (!(await advanceOffset(db, id, committed, written))) throw ERRORS.INVALID_OFFSET;
       committed = written;
     };
+    // The file's MD5 (its ETag) follows the bytes when they come in order from the start; any gap (a
+    // restart, another instance, a failed commit) drops it, and completion reads the file back instead.
+    const digests = this.deps.digests;
+    let digest = digests.get(id);
+    if (offset === 0) digest = { offset: 0, hash: createHash('md5') };
+    if (digest?.offset !== offset) digest = undefined;
+    digests.delete(id);
     const flush = async (n: number) => {
       const all = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
       const data = all.subarray(0, n);
@@ -82,18 +92,34 @@ export class SegmentStore extends DataStore {
       pending = rest.length > 0 ? [rest] : [];
       pendingBytes = rest.length;
       await segments.put(id, written, data);
+      digest?.hash.update(data);
       written += data.length;
       if (!atomic) await commit();
     };
-    for await (const chunk of stream) {
-      const b = chunk as Buffer;
-      if (b.length === 0) continue;
-      pending.push(b);
-      pendingBytes += b.length;
-      while (pendingBytes >= SEGMENT_BYTES) await flush(SEGMENT_BYTES);
+    try {
+      for await (const chunk of stream) {
+        const b = chunk as Buffer;
+        if (b.length === 0) continue;
+        pending.push(b);
+        pendingBytes += b.length;
+        while (pendingBytes >= SEGMENT_BYTES) await flush(SEGMENT_BYTES);
+      }
+      if (pendingBytes > 0) await flush(pendingBytes);
+      await commit();
+    } catch (err) {
+      // Some bytes may be hashed and not committed: the running MD5 no longer matches the offset.
+      digest = undefined;
+      throw err;
+    } finally {
+      if (digest && written === committed) digests.set(id, { offset: committed, hash: digest.hash });
     }
-    if (pendingBytes > 0) await flush(pendingBytes);
-    await commit();
     return committed;
+  }
+
+  /** The MD5 (hex) of a complete upload, when this process saw all of its bytes in order. */
+  md5Of(id: string, length: number): string | undefined {
+    const d = this.deps.digests.get(id);
+    this.deps.digests.delete(id);
+    return d && d.offset === length ? d.hash.digest('hex') : undefined;
   }
 }

@@ -15,14 +15,13 @@ import {
 import { StoreUnavailable } from '../backends/object-store.ts';
 import { isNotFound, type S3ObjectStore, translate } from '../backends/s3.ts';
 import { UPLOADS_PREFIX } from '../keys.ts';
-import { type SegmentArea, segmentName } from './segments.ts';
+import { checkUploadId, type SegmentArea, segmentName } from './segments.ts';
 
 export class S3Segments implements SegmentArea {
   constructor(private readonly store: S3ObjectStore) {}
 
   private prefix(id: string): string {
-    if (!/^[0-9a-f]{32}$/.test(id)) throw new Error(`not an upload id: ${JSON.stringify(id)}`);
-    return `${UPLOADS_PREFIX}${id}/`;
+    return `${UPLOADS_PREFIX}${checkUploadId(id)}/`;
   }
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {

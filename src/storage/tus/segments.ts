@@ -1,97 +1,90 @@
 /**
  * Where the bytes of resumable uploads wait until they are complete: segments, each named by the offset
- * it starts at, written whole and durably before the upload's offset (storage.uploads) moves past them.
- * The folder backend keeps them in `DATA_DIR/uploads/<id>/`, outside the served objects; S3 keeps them in
- * the bucket under the reserved prefix (keys.ts), so any instance can resume an upload another began.
+ * it starts at, written durably before the upload's offset (storage.uploads) moves past them. S3 keeps
+ * each segment as an object under the reserved prefix of the bucket (segments-s3.ts), so any instance can
+ * resume an upload another began. The folder backend keeps one file per upload in `DATA_DIR/uploads/`,
+ * outside the served objects, written in place at each segment's offset: complete, it is moved into the
+ * store as the object (FsObjectStore.adopt) without its bytes being copied again.
  *
- * A segment is read only up to where the next one starts: a segment rewritten after a kill (the client
- * resumed from the last committed offset) replaces the one of the same name, and one that was never
- * committed is never on the chain that the committed offsets describe.
+ * Only the committed offset says which bytes count: a segment cut off by a kill is never read, and is
+ * overwritten when the client resumes from the last committed offset.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { DIR_MODE, FILE_MODE } from '../../data-dir.ts';
 
 export interface SegmentArea {
-  /** Stores `data` as the segment of upload `id` starting at `start`; durable once resolved. */
+  /** Stores `data` as the bytes of upload `id` from offset `start`; durable once resolved. */
   put(id: string, start: number, data: Buffer): Promise<void>;
   /** Start offset → size of every segment the upload has. */
   list(id: string): Promise<Map<number, number>>;
-  /** The first `length` bytes of the segment starting at `start`. */
+  /** `length` bytes of the segment starting at `start`. */
   open(id: string, start: number, length: number): Promise<Readable>;
   /** Removes every segment of the upload (nothing to remove is not an error). */
   remove(id: string): Promise<void>;
+  /** The one local file holding the whole upload, when the area keeps it so (fs). */
+  localFile?(id: string): string;
 }
 
-/** Upload ids are ours (random hex); anything else never reaches a path. */
-const ID = /^[0-9a-f]{32}$/;
+/** Upload ids are ours (random hex); anything else never reaches a path or a key. */
+export function checkUploadId(id: string): string {
+  if (!/^[0-9a-f]{32}$/.test(id)) throw new Error(`not an upload id: ${JSON.stringify(id)}`);
+  return id;
+}
 
 export function segmentName(start: number): string {
   return String(start).padStart(16, '0');
 }
 
-function checkId(id: string): string {
-  if (!ID.test(id)) throw new Error(`not an upload id: ${JSON.stringify(id)}`);
-  return id;
-}
-
 export class FsSegments implements SegmentArea {
-  private readonly tmp: string;
-
-  constructor(private readonly root: string) {
-    this.tmp = path.join(root, '.tmp');
-  }
+  constructor(private readonly root: string) {}
 
   async init(): Promise<void> {
-    await mkdir(this.tmp, { recursive: true, mode: DIR_MODE });
-    // What a killed process was writing: never committed, never read.
-    for (const name of await readdir(this.tmp)) await rm(path.join(this.tmp, name), { force: true });
+    await mkdir(this.root, { recursive: true, mode: DIR_MODE });
+  }
+
+  localFile(id: string): string {
+    return path.join(this.root, `${checkUploadId(id)}.part`);
   }
 
   async put(id: string, start: number, data: Buffer): Promise<void> {
-    const dir = path.join(this.root, checkId(id));
-    await mkdir(dir, { recursive: true, mode: DIR_MODE });
-    const tmpFile = path.join(this.tmp, randomUUID());
+    // Read-write, created when missing, never appending: each write goes at its own position.
+    const fh = await open(this.localFile(id), constants.O_RDWR | constants.O_CREAT, FILE_MODE);
     try {
-      const fh = await open(tmpFile, 'wx', FILE_MODE);
-      try {
-        await fh.writeFile(data);
-        await fh.datasync();
-      } finally {
-        await fh.close();
+      let at = 0;
+      while (at < data.length) {
+        const { bytesWritten } = await fh.write(data, at, data.length - at, start + at);
+        at += bytesWritten;
       }
-      await rename(tmpFile, path.join(dir, segmentName(start)));
+      await fh.datasync();
     } finally {
-      await rm(tmpFile, { force: true });
+      await fh.close();
     }
   }
 
   async list(id: string): Promise<Map<number, number>> {
-    const dir = path.join(this.root, checkId(id));
-    const out = new Map<number, number>();
-    let names: string[];
     try {
-      names = await readdir(dir);
+      const s = await stat(this.localFile(id));
+      return new Map([[0, s.size]]);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return out;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
       throw err;
     }
-    for (const name of names) {
-      if (!/^\d{16}$/.test(name)) continue;
-      const s = await stat(path.join(dir, name));
-      out.set(Number(name), s.size);
-    }
-    return out;
   }
 
   async open(id: string, start: number, length: number): Promise<Readable> {
-    const fh = await open(path.join(this.root, checkId(id), segmentName(start)), 'r');
-    return fh.createReadStream({ start: 0, end: length - 1, highWaterMark: 1024 * 1024 });
+    const fh = await open(this.localFile(id), 'r');
+    return fh.createReadStream({ start, end: start + length - 1, highWaterMark: 1024 * 1024 });
   }
 
   async remove(id: string): Promise<void> {
-    await rm(path.join(this.root, checkId(id)), { recursive: true, force: true });
+    await rm(this.localFile(id), { force: true });
+  }
+
+  /** Upload files in the folder (tests, diagnostics). */
+  async files(): Promise<string[]> {
+    return (await readdir(this.root)).filter((n) => n.endsWith('.part'));
   }
 }

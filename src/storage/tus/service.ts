@@ -83,15 +83,18 @@ export class TusUploads {
   /** Completions running in this process, by upload id (a HEAD may ask while a PATCH completes). */
   private readonly completing = new Map<string, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
+  private readonly datastore: SegmentStore;
 
   constructor(private readonly deps: TusDeps) {
     const datastore = new SegmentStore({
+      digests: new Map(),
       db: deps.db,
       segments: deps.segments,
       expiryMs: deps.config.STORAGE_UPLOAD_EXPIRY,
       atomic: (id) => (this.checksummed.get(id) ?? 0) > 0,
       terminate: (id) => this.terminate(id),
     });
+    this.datastore = datastore;
     this.server = new Server({
       path: TUS_PATH,
       datastore,
@@ -234,6 +237,9 @@ export class TusUploads {
         mimetype: declaredType(row.metadata),
         filename: metaString(row.metadata, 'filename', 'name'),
         declaredSize: row.length,
+        // The folder backend keeps the upload as one file: it becomes the object without a copy.
+        localFile: segments.localFile?.(row.id),
+        localMd5: this.datastore.md5Of(row.id, row.length),
       });
     } catch (err) {
       body.destroy();
