@@ -61,7 +61,11 @@ export const tusScenarios: Scenario = {
           SIZE / MB / median(tusS),
           SIZE / MB / median(plainS),
           { kind: 'min-ratio', value: 0.6 },
-          { rounds, baseline: 'plain upload, same file, same run' },
+          {
+            rounds,
+            tusSeconds: tusS.map((x) => x.toFixed(2)).join('/'),
+            plainSeconds: plainS.map((x) => x.toFixed(2)).join('/'),
+          },
         ),
       ];
     } finally {

@@ -15,6 +15,8 @@ import { advanceOffset, findUpload, type UploadRow } from './uploads-store.ts';
 
 /** Bytes per segment: what one PATCH holds in memory at most before it is written and committed. */
 export const SEGMENT_BYTES = 8 * 1024 * 1024;
+/** Bytes per write into an upload's local file (fs). */
+const WRITE_BYTES = 1024 * 1024;
 
 export interface SegmentStoreDeps {
   db: Database;
@@ -38,7 +40,27 @@ export function toUpload(row: UploadRow): Upload {
   });
 }
 
+/**
+ * An upload on an area with `write`/`sync` (fs) whose accepted bytes are not all committed yet: each
+ * PATCH is answered once its bytes are written, and a chain flushes them and moves the committed offset
+ * while the next PATCH arrives. A kill before the chain ran leaves the committed offset behind: after a
+ * restart HEAD answers it, and the client sends those bytes again (TUS clients always ask after a
+ * failure). The last PATCH, and one with a checksum, wait for their commit.
+ */
+interface Unsynced {
+  /** The upload's row as read when the first PATCH of this process began (owner, target, length). */
+  row: UploadRow;
+  /** The offset after the last accepted byte. */
+  written: number;
+  /** The offset in the database. */
+  durable: number;
+  chain: Promise<void>;
+  failed: boolean;
+}
+
 export class SegmentStore extends DataStore {
+  private readonly unsynced = new Map<string, Unsynced>();
+
   constructor(private readonly deps: SegmentStoreDeps) {
     super();
     this.extensions = ['creation', 'creation-with-upload', 'termination', 'expiration', 'checksum'];
@@ -53,13 +75,31 @@ export class SegmentStore extends DataStore {
   }
 
   override async getUpload(id: string): Promise<Upload> {
+    // An upload this process is writing: its accepted bytes count (their commit is on its way), and the
+    // database is not asked again for what it already said.
+    const u = this.unsynced.get(id);
+    if (u?.failed) this.unsynced.delete(id);
+    else if (u) return toUpload({ ...u.row, offset: u.written });
     const row = await findUpload(this.deps.db, id);
     if (!row) throw ERRORS.FILE_NOT_FOUND;
     return toUpload(row);
   }
 
   override async remove(id: string): Promise<void> {
+    this.unsynced.delete(id);
     await this.deps.terminate(id);
+  }
+
+  /** The row of an upload this process is writing (immutable fields; the offset is its own). */
+  cachedRow(id: string): UploadRow | undefined {
+    const u = this.unsynced.get(id);
+    return u && !u.failed ? u.row : undefined;
+  }
+
+  /** Forgets what this process knows of an upload that is gone (terminated, expired, completed). */
+  forget(id: string): void {
+    this.unsynced.delete(id);
+    this.deps.digests.delete(id);
   }
 
   override getExpiration(): number {
@@ -67,6 +107,92 @@ export class SegmentStore extends DataStore {
   }
 
   override async write(stream: Readable, id: string, offset: number): Promise<number> {
+    const { segments } = this.deps;
+    if (segments.write && segments.sync) return this.writeDeferred(stream, id, offset);
+    return this.writeCommitted(stream, id, offset);
+  }
+
+  /** Queues a flush and the commit of everything up to `target` behind the upload's earlier ones. */
+  private commitLater(id: string, u: Unsynced, target: number): void {
+    const { db, segments } = this.deps;
+    u.chain = u.chain.then(async () => {
+      if (u.failed || target <= u.durable) return;
+      try {
+        await segments.sync?.(id);
+        if (!(await advanceOffset(db, id, u.durable, target))) throw ERRORS.INVALID_OFFSET;
+        u.durable = target;
+      } catch {
+        // Nothing more commits; the next request learns the committed offset (getUpload) and resumes.
+        u.failed = true;
+      }
+    });
+  }
+
+  private async writeDeferred(stream: Readable, id: string, offset: number): Promise<number> {
+    const { db, segments } = this.deps;
+    const write = segments.write?.bind(segments);
+    if (!write) throw new Error('writeDeferred needs an area with write/sync');
+    let u = this.unsynced.get(id);
+    if (u && (u.failed || u.written !== offset)) {
+      this.unsynced.delete(id);
+      throw ERRORS.INVALID_OFFSET;
+    }
+    if (!u) {
+      const found = await findUpload(db, id);
+      if (!found) throw ERRORS.FILE_NOT_FOUND;
+      if (found.completedAt || found.offset !== offset) throw ERRORS.INVALID_OFFSET;
+      u = { row: found, written: offset, durable: found.offset, chain: Promise.resolve(), failed: false };
+      this.unsynced.set(id, u);
+    }
+    const row = u.row;
+    const atomic = this.deps.atomic(id);
+    const digest = this.takeDigest(id, offset);
+    let written = offset;
+    // A body that fails (a checksum mismatch, past Upload-Length) throws here: nothing of it is accepted,
+    // and the next PATCH starts where this one did (what it wrote beyond is overwritten then).
+    // Written WRITE_BYTES at a time: one positional write per socket read would be hundreds per PATCH.
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const flush = async () => {
+      const data = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      await write(id, written, data);
+      digest?.update(data);
+      written += data.length;
+    };
+    for await (const chunk of stream) {
+      const b = chunk as Buffer;
+      if (b.length === 0) continue;
+      pending.push(b);
+      pendingBytes += b.length;
+      if (pendingBytes >= WRITE_BYTES) await flush();
+    }
+    if (pendingBytes > 0) await flush();
+    u.written = written;
+    if (digest) this.deps.digests.set(id, { offset: written, hash: digest });
+    this.commitLater(id, u, written);
+    if (atomic || written === row.length) {
+      await u.chain;
+      if (u.failed) {
+        this.unsynced.delete(id);
+        throw ERRORS.INVALID_OFFSET;
+      }
+      if (written === row.length) this.unsynced.delete(id);
+    }
+    return written;
+  }
+
+  /** The running MD5 of an upload written in order up to `offset` (a new one at 0); undefined else. */
+  private takeDigest(id: string, offset: number): Hash | undefined {
+    const d = this.deps.digests.get(id);
+    this.deps.digests.delete(id);
+    if (offset === 0) return createHash('md5');
+    return d?.offset === offset ? d.hash : undefined;
+  }
+
+  /** Areas whose `put` is durable at once (S3): each segment is committed as soon as it is stored. */
+  private async writeCommitted(stream: Readable, id: string, offset: number): Promise<number> {
     const { db, segments } = this.deps;
     const atomic = this.deps.atomic(id);
     let committed = offset;

@@ -26,6 +26,12 @@ export interface SegmentArea {
   remove(id: string): Promise<void>;
   /** The one local file holding the whole upload, when the area keeps it so (fs). */
   localFile?(id: string): string;
+  /**
+   * fs: `put` in two steps, so that a PATCH can be answered once its bytes are written and made durable
+   * while the next one arrives: `write` leaves them in the page cache, `sync` flushes all written so far.
+   */
+  write?(id: string, start: number, data: Buffer): Promise<void>;
+  sync?(id: string): Promise<void>;
 }
 
 /** Upload ids are ours (random hex); anything else never reaches a path or a key. */
@@ -50,6 +56,11 @@ export class FsSegments implements SegmentArea {
   }
 
   async put(id: string, start: number, data: Buffer): Promise<void> {
+    await this.write(id, start, data);
+    await this.sync(id);
+  }
+
+  async write(id: string, start: number, data: Buffer): Promise<void> {
     // Read-write, created when missing, never appending: each write goes at its own position.
     const fh = await open(this.localFile(id), constants.O_RDWR | constants.O_CREAT, FILE_MODE);
     try {
@@ -58,6 +69,14 @@ export class FsSegments implements SegmentArea {
         const { bytesWritten } = await fh.write(data, at, data.length - at, start + at);
         at += bytesWritten;
       }
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async sync(id: string): Promise<void> {
+    const fh = await open(this.localFile(id), 'r+');
+    try {
       await fh.datasync();
     } finally {
       await fh.close();

@@ -163,7 +163,8 @@ export class TusUploads {
 
   /** The caller's upload; 404 for one that does not exist, has expired, or is someone else's. */
   async owned(id: string, caller: Caller): Promise<UploadRow> {
-    const row = /^[0-9a-f]{32}$/.test(id) ? await findUpload(this.deps.db, id) : undefined;
+    const valid = /^[0-9a-f]{32}$/.test(id);
+    const row = valid ? (this.datastore.cachedRow(id) ?? (await findUpload(this.deps.db, id))) : undefined;
     if (!row || row.owner !== ownerOf(caller) || row.expiresAt.getTime() <= this.deps.clock.now().getTime())
       throw new AppError('NOT_FOUND', 'No such upload (it may have expired).');
     return row;
@@ -278,6 +279,7 @@ export class TusUploads {
 
   /** Removes an upload: its parts first, then its row. */
   async terminate(id: string): Promise<void> {
+    this.datastore.forget(id);
     await store(() => this.deps.segments.remove(id));
     await deleteUpload(this.deps.db, id);
   }
