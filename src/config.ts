@@ -107,11 +107,35 @@ function bytes(group: string, def: number, doc: string): Setting<number> {
     doc,
     default: def,
     parse(raw) {
-      const m = /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(raw);
-      const unit = SIZE_UNITS[(m?.[2] ?? '').toLowerCase()];
-      if (!m || unit === undefined)
-        throw new Invalid(`must be a size such as 1048576, 512KB or 1GiB, got "${raw}"`);
-      return Number(m[1]) * unit;
+      const n = parseSize(raw);
+      if (n === undefined) throw new Invalid(`must be a size such as 1048576, 512KB or 1GiB, got "${raw}"`);
+      return n;
+    },
+  };
+}
+
+/** A size such as 1048576, 512KB or 1GiB (units of 1024); undefined when it is none. */
+export function parseSize(raw: string): number | undefined {
+  const m = /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(raw);
+  const unit = SIZE_UNITS[(m?.[2] ?? '').toLowerCase()];
+  if (!m || unit === undefined) return undefined;
+  const n = Number(m[1]) * unit;
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/** A size, or `unlimited` (null, also the default). */
+function sizeOrUnlimited(group: string, doc: string): Setting<number | null> {
+  return {
+    group,
+    doc,
+    default: null,
+    defaultDoc: 'unlimited',
+    parse(raw) {
+      if (raw.trim().toLowerCase() === 'unlimited') return null;
+      const n = parseSize(raw);
+      if (n === undefined)
+        throw new Invalid(`must be a size such as 1073741824, 500MB or 10GiB, or "unlimited", got "${raw}"`);
+      return n;
     },
   };
 }
@@ -416,6 +440,17 @@ const SETTINGS = {
     AUTH,
     true,
     'Email the old address after an email change (direct or confirmed), so the owner learns of a takeover. Off only if you tell the owner another way (HBP: off).',
+  ),
+  NOTIFY_NEW_SIGN_IN: bool(
+    AUTH,
+    true,
+    'Email the owner when their account is signed in from a device not seen on it in the last 90 days (browser family and network), when emails are on. The email has no link that signs in.',
+  ),
+  SECURITY_EVENTS_RETENTION_DAYS: int(
+    AUTH,
+    90,
+    'Days an event of the security feed (`GET /auth/security-events`, `auth.security_events`) is kept.',
+    { min: 1 },
   ),
   ANONYMOUS_USERS_ENABLED: bool(AUTH, false, '`POST /auth/login` with `anonymous: true`.', [
     'ANONYMOUS_USERS_ENABLE',
@@ -914,11 +949,28 @@ const SETTINGS = {
     'Resumable uploads (TUS, `/storage/uploads`) not finished this long (milliseconds; 24 h) after their creation are removed with their parts, and HEAD/PATCH then answer 404.',
     { min: 1000 },
   ),
+  STORAGE_QUOTA_BYTES: sizeOrUnlimited(
+    STORAGE,
+    "What one user may store in all (the sum of the sizes of the files they uploaded), or `unlimited`. An upload that would pass it is refused with 413 `QUOTA_EXCEEDED`. Per-account overrides: `gatehouse users set-quota`. Uploads with the admin secret count in no one's quota.",
+  ),
   STORAGE_PUBLIC_MAX_AGE: int(
     STORAGE,
     3600,
     '`Cache-Control: public, max-age` in seconds for files the rules let anyone read (others are `private, no-cache`).',
     { min: 0 },
+  ),
+
+  STORAGE_SHARE_MAX_SECONDS: int(
+    STORAGE,
+    30 * 86_400,
+    'Longest lifetime of a share link (`POST /storage/shares` `expires_in`, seconds; 30 days). A longer `expires_in` is refused with 400.',
+    { min: 1 },
+  ),
+  STORAGE_SHARE_DEFAULT_SECONDS: int(
+    STORAGE,
+    7 * 86_400,
+    'Lifetime of a share link made without `expires_in` (seconds; 7 days); at most `STORAGE_SHARE_MAX_SECONDS`.',
+    { min: 1 },
   ),
 
   // --- images ---
@@ -1276,6 +1328,8 @@ function crossChecks(c: Partial, problems: string[]): void {
       'METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT with METRICS_TOKEN)',
     );
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  if ((c.STORAGE_SHARE_DEFAULT_SECONDS as number) > (c.STORAGE_SHARE_MAX_SECONDS as number))
+    problems.push('STORAGE_SHARE_DEFAULT_SECONDS must be at most STORAGE_SHARE_MAX_SECONDS');
   if ((c.EMAIL_RETRY_MAX_DELAY_MS as number) < (c.EMAIL_RETRY_DELAY_MS as number))
     problems.push('EMAIL_RETRY_MAX_DELAY_MS must be at least EMAIL_RETRY_DELAY_MS');
   if ((c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW as number) <= (c.RATE_LIMIT_LOGIN_DELAY_MAX as number))

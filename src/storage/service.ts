@@ -11,11 +11,13 @@ import { AppError } from '../errors.ts';
 import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
+import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } from './files.ts';
 import { isReservedKey, type ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
+import { revokeSharesOfKey } from './shares/shares-store.ts';
 
-export interface StorageDeps {
+export interface StorageDeps extends FilesDeps {
   readonly config: Config;
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
@@ -186,8 +188,40 @@ export interface ReadableFile {
  */
 export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
   fileKey(key);
-  const info = await store(() => deps.objects.head(key.key));
-  return readAccess(deps, key, caller, info);
+  return readAccess(deps, key, caller, await headVisible(deps, key.key));
+}
+
+/**
+ * The metadata of the file at `key`, access not considered; undefined when there is none. An object
+ * without its row (an upload that never completed) is not a file yet: as if missing.
+ */
+export async function headVisible(deps: StorageDeps, key: string): Promise<ObjectInfo | undefined> {
+  const [info, row] = await Promise.all([store(() => deps.objects.head(key)), visibleRow(deps, key)]);
+  return row === null ? undefined : info;
+}
+
+/**
+ * The file at `key`, opened, access not considered; undefined when there is none (an object without its
+ * row included, none of whose bytes are read).
+ */
+export async function getVisible(
+  deps: StorageDeps,
+  key: string,
+): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
+  const reading = store(() => deps.objects.get(key));
+  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key)]);
+  if (read.status === 'rejected') throw read.reason;
+  const got = read.value;
+  if (row.status === 'rejected') {
+    got?.body.destroy();
+    throw row.reason;
+  }
+  if (row.value === null && got) {
+    // Not a file until its upload completed (files.ts).
+    got.body.destroy();
+    return undefined;
+  }
+  return got;
 }
 
 function readAccess(
@@ -230,7 +264,7 @@ export async function openWholeFile(
   caller: Caller,
 ): Promise<{ file: ReadableFile; body: Readable }> {
   fileKey(key);
-  const got = await store(() => deps.objects.get(key.key));
+  const got = await getVisible(deps, key.key);
   try {
     const file = readAccess(deps, key, caller, got?.info);
     if (!got) throw new AppError('NOT_FOUND');
@@ -239,6 +273,32 @@ export async function openWholeFile(
     got?.body.destroy();
     throw err;
   }
+}
+
+/**
+ * Where a download's file comes from and who decided it may be read: the storage rules for the caller
+ * (`ruleCheckedFile`), or a share link (shares/shares.ts). The sending (validators, ranges, images) is
+ * the same for both.
+ */
+export interface FileSource {
+  /** Metadata, access settled (resolveFile). */
+  resolve(): Promise<ReadableFile>;
+  /** The whole file, opened first and access settled after (openWholeFile). */
+  openWhole(): Promise<{ file: ReadableFile; body: Readable }>;
+  /**
+   * Called once when the answer will carry bytes of the file (not for HEAD, 304 or 416), after they are
+   * opened and before anything is sent; a throw refuses the request. A share link counts its download
+   * here.
+   */
+  beforeBytes?(): Promise<void>;
+}
+
+/** A file read under the storage rules, as the caller. */
+export function ruleCheckedFile(deps: StorageDeps, key: ParsedKey, caller: Caller): FileSource {
+  return {
+    resolve: () => resolveFile(deps, key, caller),
+    openWhole: () => openWholeFile(deps, key, caller),
+  };
 }
 
 /**
@@ -276,7 +336,8 @@ export async function* listFolder(
     const decision = deps.rules.decide('list', input);
     if (decision.allowed !== true) throw refused(deps, 'list', input, caller, decision);
   }
-  const items = deps.objects.list(key.key);
+  // The table, once this instance reads it: one index range scan instead of listing the store.
+  const items = deps.catalog.imported ? filesWithPrefix(deps, key.key) : deps.objects.list(key.key);
   const it = items[Symbol.asyncIterator]();
   for (;;) {
     const r = await store(() => it.next());
@@ -300,8 +361,12 @@ export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Call
   fileKey(key);
   const info = await store(() => deps.objects.head(key.key));
   requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
-  if (!info || !(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
-  await deps.images.forget(key.key);
+  if (!info) throw new AppError('NOT_FOUND');
+  // Its share links first: when this fails the file stays, and never is a file gone with its links alive
+  // (a file put at the same path later must not be served by them).
+  await revokeSharesOfKey(deps.db, key.key, deps.clock.now());
+  if (!(await removeFile(deps, key.key, () => store(() => deps.objects.delete(key.key)))))
+    throw new AppError('NOT_FOUND');
 }
 
 /** `DELETE /storage/m/<file>`: a new token, under the `delete`/`write` rules (as HBP). */
@@ -339,5 +404,6 @@ export async function revokeTokenAsAdmin(
 async function setNewToken(deps: StorageDeps, key: ParsedKey): Promise<ObjectInfo> {
   const info = await store(() => deps.objects.setToken(key.key, randomUUID()));
   if (!info) throw new AppError('NOT_FOUND');
+  await fileChanged(deps, info);
   return info;
 }

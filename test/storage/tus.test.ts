@@ -39,6 +39,7 @@ for (const [dbKind, backend] of dbBackendPairs()) {
     let base: string;
     const alice = userIdFor('tus-alice');
     const bob = userIdFor('tus-bob');
+    const carol = userIdFor('tus-carol');
     const auth: Record<string, Record<string, string>> = {};
 
     before(async () => {
@@ -46,12 +47,18 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       t = await buildStorageApp(
         backend,
         peer,
-        { HASURA_GRAPHQL_ADMIN_SECRET: ADMIN, STORAGE_MAX_UPLOAD_SIZE: 20 * 1024 * 1024 },
+        {
+          HASURA_GRAPHQL_ADMIN_SECRET: ADMIN,
+          STORAGE_MAX_UPLOAD_SIZE: 20 * 1024 * 1024,
+          STORAGE_QUOTA_BYTES: 12 * 1024 * 1024,
+        },
         dbKind,
       );
       base = `${await t.app.listen({ host: '127.0.0.1', port: 0 })}/storage`;
+      await t.ctx.storage?.catalog.ready;
       auth['alice'] = { authorization: `Bearer ${await accessToken(t, alice)}` };
       auth['bob'] = { authorization: `Bearer ${await accessToken(t, bob)}` };
+      auth['carol'] = { authorization: `Bearer ${await accessToken(t, carol)}` };
       auth['admin'] = { 'x-admin-secret': ADMIN };
       auth['anonymous'] = {};
     });
@@ -285,6 +292,27 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       const theirs = await create('bob', `user/${alice}/planted.bin`, 10);
       assert.equal(theirs.status, 403, theirs.text);
       assert.equal(await uploadRows(), before);
+    });
+
+    it('quota: a declared length over what is left is refused at creation (413), and termination gives it back', async () => {
+      const MiB = 1024 * 1024;
+      const first = await create('carol', `user/${carol}/a.bin`, 8 * MiB);
+      assert.equal(first.status, 201, first.text);
+      const rows = await uploadRows();
+      // 8 MiB reserved by the first: 8 more would pass the 12 MiB quota, though nothing is stored yet.
+      const second = await create('carol', `user/${carol}/b.bin`, 8 * MiB);
+      assert.equal(second.status, 413, second.text);
+      assert.equal(JSON.parse(second.text).code, 'QUOTA_EXCEEDED');
+      assert.equal(await uploadRows(), rows, 'the refused creation left no upload');
+      // Other users are not held back by Carol's reservation.
+      const bobs = await create('bob', `user/${bob}/b.bin`, 8 * MiB);
+      assert.equal(bobs.status, 201, bobs.text);
+      assert.equal((await call('DELETE', bobs.url, { ...V, ...auth['bob'] })).status, 204);
+      // Terminated, the first upload's reservation goes: the same length fits again.
+      assert.equal((await call('DELETE', first.url, { ...V, ...auth['carol'] })).status, 204);
+      const third = await create('carol', `user/${carol}/b.bin`, 8 * MiB);
+      assert.equal(third.status, 201, third.text);
+      assert.equal((await call('DELETE', third.url, { ...V, ...auth['carol'] })).status, 204);
     });
 
     it('bad input: 412, 409, 404, 413, 415, 400 — never a 500, and a refused request stores nothing', async () => {

@@ -18,6 +18,9 @@ CREATE TABLE IF NOT EXISTS storage.uploads (
   metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL,
+  -- The quota reservation of Upload-Length made at creation (src/storage/quotas.ts), settled by the
+  -- completion and released by termination or expiry.
+  reservation jsonb,
   -- Set once the file is in place; the row stays (HEAD answers the full offset) until it expires.
   completed_at timestamptz
 );

@@ -1,12 +1,16 @@
 /**
- * The /storage route group: object data under /o, metadata under /m. Each route lives in its own file.
+ * The /storage route group: object data under /o, metadata under /m, share links under /shares (their
+ * owner, signed in) and /s (anyone holding one). Each route lives in its own file.
  */
 import type { FastifyPluginAsync } from 'fastify';
+import { signedInRoutes } from '../../http/identity.ts';
 import { keyOf, type StorageRouteDeps } from './common.ts';
 import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
 import { getFileRoute } from './get-file.ts';
 import { getMetadataRoute } from './get-metadata.ts';
+import { getSharedFileRoute } from './get-shared-file.ts';
+import { shareRoutes } from './shares.ts';
 import { tusRoutes } from './tus.ts';
 import { updateMetadataRoute } from './update-metadata.ts';
 import { uploadRoute } from './upload.ts';
@@ -23,6 +27,8 @@ export const storageRoutes: FastifyPluginAsync<{ deps: StorageRouteDeps }> = asy
   await app.register(deleteFileRoute, { deps });
   await app.register(deleteMetadataRoute, { deps });
   await app.register(updateMetadataRoute, { deps });
+  await app.register(getSharedFileRoute, { deps });
+  await app.register(signedInRoutes(async (signedIn) => signedIn.register(shareRoutes, { deps })));
   const { tus } = deps;
   if (tus) await app.register(tusRoutes, { deps: { ...deps, tus } });
 };

@@ -10,13 +10,15 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Server } from '@tus/server';
 import type { FastifyBaseLogger } from 'fastify';
+import type { BackgroundTasks } from '../../background.ts';
 import type { Clock } from '../../clock.ts';
 import type { Database } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
+import { releaseQuota, reserveQuota } from '../quotas.ts';
 import { NOT_YET_KNOWN } from '../rules/expression.ts';
 import { type Caller, refused, ruleInput, type StorageDeps, store } from '../service.ts';
-import { uploadFile } from '../upload.ts';
+import { uploaderOf, uploadFile } from '../upload.ts';
 import { SegmentStore } from './datastore.ts';
 import type { SegmentArea } from './segments.ts';
 import {
@@ -35,8 +37,8 @@ export interface TusDeps extends StorageDeps {
   readonly clock: Clock;
   readonly segments: SegmentArea;
   readonly log: FastifyBaseLogger;
-  /** Runs work after the answer (background.ts); the sweep runs there, so shutdown waits for it. */
-  readonly later: (label: string, task: () => Promise<void>) => void;
+  /** Runs work now and then (background.ts); the sweep runs there, so shutdown stops and waits for it. */
+  readonly every: BackgroundTasks['every'];
 }
 
 /** Who an upload belongs to: the same string for every request of the same caller. */
@@ -82,7 +84,6 @@ export class TusUploads {
   private readonly checksummed = new Map<string, number>();
   /** Completions running in this process, by upload id (a HEAD may ask while a PATCH completes). */
   private readonly completing = new Map<string, Promise<void>>();
-  private timer: NodeJS.Timeout | undefined;
   private readonly datastore: SegmentStore;
 
   constructor(private readonly deps: TusDeps) {
@@ -150,15 +151,30 @@ export class TusUploads {
       if (decision.allowed === false) throw refused(this.deps, op, input, caller, decision);
     }
     const now = clock.now();
-    return insertUpload(db, {
-      id: randomBytes(16).toString('hex'),
-      owner: ownerOf(caller),
+    const expiresAt = new Date(now.getTime() + config.STORAGE_UPLOAD_EXPIRY);
+    // The declared length against the uploader's quota (413 QUOTA_EXCEEDED), held until completion,
+    // termination or expiry.
+    const reservation = await reserveQuota(this.deps, {
+      ownerId: uploaderOf(caller),
       key: key.key,
-      length: declared.length,
-      metadata: declared.metadata,
-      createdAt: now,
-      expiresAt: new Date(now.getTime() + config.STORAGE_UPLOAD_EXPIRY),
+      bytes: declared.length,
+      expiresAt,
     });
+    try {
+      return await insertUpload(db, {
+        id: randomBytes(16).toString('hex'),
+        owner: ownerOf(caller),
+        key: key.key,
+        length: declared.length,
+        metadata: declared.metadata,
+        createdAt: now,
+        expiresAt,
+        reservation,
+      });
+    } catch (err) {
+      await releaseQuota(this.deps, reservation).catch(() => {});
+      throw err;
+    }
   }
 
   /** The caller's upload; 404 for one that does not exist, has expired, or is someone else's. */
@@ -241,6 +257,7 @@ export class TusUploads {
         // The folder backend keeps the upload as one file: it becomes the object without a copy.
         localFile: segments.localFile?.(row.id),
         localMd5: this.datastore.md5Of(row.id, row.length),
+        reservation: row.reservation ?? undefined,
       });
     } catch (err) {
       body.destroy();
@@ -281,7 +298,12 @@ export class TusUploads {
   async terminate(id: string): Promise<void> {
     this.datastore.forget(id);
     await store(() => this.deps.segments.remove(id));
-    await deleteUpload(this.deps.db, id);
+    const row = await deleteUpload(this.deps.db, id);
+    // A completed upload's reservation was settled with its file; an unfinished one's is given back.
+    if (row?.reservation && !row.completedAt)
+      await releaseQuota(this.deps, row.reservation).catch((err: unknown) => {
+        this.deps.log.warn({ err, upload: id }, 'could not release the quota reservation of an upload');
+      });
   }
 
   /** Removes every upload whose time is up; how many. */
@@ -297,21 +319,13 @@ export class TusUploads {
     }
   }
 
-  /** Sweeps now and then (every quarter of the expiry, at most every minute), in the background. */
+  /** Sweeps now and then (every quarter of the expiry, at most every minute), as a background task. */
   start(): void {
     const every = Math.max(1000, Math.min(60_000, Math.floor(this.deps.config.STORAGE_UPLOAD_EXPIRY / 4)));
-    this.timer = setInterval(() => {
-      this.deps.later('expired uploads sweep', async () => {
-        const removed = await this.sweep();
-        if (removed > 0) this.deps.log.info({ removed }, 'removed expired resumable uploads');
-      });
-    }, every);
-    this.timer.unref();
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.deps.every('expired uploads sweep', every, async () => {
+      const removed = await this.sweep();
+      if (removed > 0) this.deps.log.info({ removed }, 'removed expired resumable uploads');
+    });
   }
 }
 

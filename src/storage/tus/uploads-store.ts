@@ -4,6 +4,7 @@
  * so two writers of one upload (two instances, a retry racing a late request) can never both commit.
  */
 import type { Queryable } from '../../db/database.ts';
+import type { QuotaReservation } from '../quotas.ts';
 
 export interface UploadRow {
   id: string;
@@ -15,6 +16,7 @@ export interface UploadRow {
   createdAt: Date;
   expiresAt: Date;
   completedAt: Date | null;
+  reservation: QuotaReservation | null;
 }
 
 interface Raw {
@@ -27,10 +29,11 @@ interface Raw {
   created_at: Date | string;
   expires_at: Date | string;
   completed_at: Date | string | null;
+  reservation: QuotaReservation | string | null;
 }
 
 const COLUMNS =
-  'id, owner, key, upload_length, upload_offset, metadata, created_at, expires_at, completed_at';
+  'id, owner, key, upload_length, upload_offset, metadata, created_at, expires_at, completed_at, reservation';
 
 function toRow(r: Raw): UploadRow {
   return {
@@ -43,6 +46,7 @@ function toRow(r: Raw): UploadRow {
     createdAt: new Date(r.created_at),
     expiresAt: new Date(r.expires_at),
     completedAt: r.completed_at === null ? null : new Date(r.completed_at),
+    reservation: typeof r.reservation === 'string' ? JSON.parse(r.reservation) : r.reservation,
   };
 }
 
@@ -56,14 +60,24 @@ export async function insertUpload(
     metadata: Record<string, string | null>;
     createdAt: Date;
     expiresAt: Date;
+    reservation: QuotaReservation | null;
   },
 ): Promise<UploadRow> {
   const { rows } = await db.query<Raw>(
     'upload-insert',
-    `INSERT INTO storage.uploads (id, owner, key, upload_length, metadata, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
+    `INSERT INTO storage.uploads (id, owner, key, upload_length, metadata, created_at, expires_at, reservation)
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8::jsonb)
      RETURNING ${COLUMNS}`,
-    [u.id, u.owner, u.key, u.length, JSON.stringify(u.metadata), u.createdAt, u.expiresAt],
+    [
+      u.id,
+      u.owner,
+      u.key,
+      u.length,
+      JSON.stringify(u.metadata),
+      u.createdAt,
+      u.expiresAt,
+      u.reservation === null ? null : JSON.stringify(u.reservation),
+    ],
   );
   return toRow(rows[0] as Raw);
 }
