@@ -122,7 +122,6 @@ export async function installSecurity(
       'upload-offset',
       'upload-metadata',
       'upload-checksum',
-      'x-http-method-override',
     ],
     exposedHeaders: [
       'etag',

@@ -208,7 +208,7 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       assert.equal(partial.status, 201, partial.text);
       assert.equal(partial.headers.get('upload-offset'), '50000');
       const id = partial.url.slice(partial.url.lastIndexOf('/') + 1);
-      assert.ok((await t.ctx.storage?.tus.partsOf(id)) ?? 0 > 0);
+      assert.ok(((await t.ctx.storage?.tus.partsOf(id)) ?? 0) > 0);
       const d = await call('DELETE', partial.url, { ...V, ...auth['alice'] });
       assert.equal(d.status, 204, d.text);
       assert.equal((await call('HEAD', partial.url, { ...V, ...auth['alice'] })).status, 404);
@@ -259,7 +259,7 @@ for (const [dbKind, backend] of dbBackendPairs()) {
       assert.ok(expiresHeader && Date.parse(expiresHeader) > Date.now());
       t.clock.advance(t.config.STORAGE_UPLOAD_EXPIRY + 1000);
       assert.equal((await call('HEAD', c.url, { ...V, ...auth['admin'] })).status, 404);
-      assert.ok((await t.ctx.storage?.tus.sweep()) ?? 0 >= 1);
+      assert.ok(((await t.ctx.storage?.tus.sweep()) ?? 0) >= 1);
       assert.equal(await t.ctx.storage?.tus.partsOf(id), 0);
       const row = await t.ctx.db.query('t', 'SELECT 1 FROM storage.uploads WHERE id = $1', [id]);
       assert.equal(row.rows.length, 0);

@@ -10,7 +10,7 @@
  * overwritten when the client resumes from the last committed offset.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { DIR_MODE, FILE_MODE } from '../../data-dir.ts';
@@ -100,10 +100,5 @@ export class FsSegments implements SegmentArea {
 
   async remove(id: string): Promise<void> {
     await rm(this.localFile(id), { force: true });
-  }
-
-  /** Upload files in the folder (tests, diagnostics). */
-  async files(): Promise<string[]> {
-    return (await readdir(this.root)).filter((n) => n.endsWith('.part'));
   }
 }
