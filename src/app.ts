@@ -180,10 +180,20 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     s.register(adminRoutes, { deps: authDeps(ctx), prefix: '/admin' }),
   );
   if (ctx.storage) {
-    const { objects, rules, images, catalog } = ctx.storage;
+    const { objects, rules, images, catalog, tus } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, {
-      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog, webhooks: ctx.webhooks },
+      deps: {
+        config,
+        db: ctx.db,
+        clock: ctx.clock,
+        objects,
+        rules,
+        images,
+        catalog,
+        tus,
+        webhooks: ctx.webhooks,
+      },
       prefix: '/storage',
     });
   } else {

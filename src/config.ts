@@ -1022,6 +1022,12 @@ const SETTINGS = {
     50 * 1024 ** 2,
     'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
   ),
+  STORAGE_UPLOAD_EXPIRY: int(
+    STORAGE,
+    86_400_000,
+    'Resumable uploads (TUS, `/storage/uploads`) not finished this long (milliseconds; 24 h) after their creation are removed with their parts, and HEAD/PATCH then answer 404.',
+    { min: 1000 },
+  ),
   STORAGE_QUOTA_BYTES: sizeOrUnlimited(
     STORAGE,
     "What one user may store in all (the sum of the sizes of the files they uploaded), or `unlimited`. An upload that would pass it is refused with 413 `QUOTA_EXCEEDED`. Per-account overrides: `gatehouse users set-quota`. Uploads with the admin secret count in no one's quota.",

@@ -107,7 +107,7 @@ export async function installSecurity(
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,
-    // PATCH: the admin API's changes (PATCH /admin/users/{id}) from an allowed origin's back office.
+    // PATCH: the admin API's changes (PATCH /admin/users/{id}) and resumable uploads' chunks (TUS).
     methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: [
       'authorization',
@@ -118,6 +118,12 @@ export async function installSecurity(
       'range',
       'if-none-match',
       'if-modified-since',
+      // Resumable uploads (TUS, /storage/uploads).
+      'tus-resumable',
+      'upload-length',
+      'upload-offset',
+      'upload-metadata',
+      'upload-checksum',
     ],
     exposedHeaders: [
       'etag',
@@ -126,6 +132,16 @@ export async function installSecurity(
       'content-disposition',
       'retry-after',
       'x-request-id',
+      'location',
+      'tus-resumable',
+      'tus-version',
+      'tus-extension',
+      'tus-max-size',
+      'tus-checksum-algorithm',
+      'upload-offset',
+      'upload-length',
+      'upload-metadata',
+      'upload-expires',
     ],
     maxAge: 600,
   });

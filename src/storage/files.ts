@@ -38,6 +38,7 @@ import {
   rowInfo,
   upsertFile,
 } from './files-store.ts';
+import { isReservedKey } from './keys.ts';
 import type { QuotaReservation } from './quotas.ts';
 
 /** What the files table's operations use (a part of StorageDeps). */
@@ -271,6 +272,8 @@ export async function reconcile(
     page = [];
   };
   for await (const object of deps.objects.list('')) {
+    // The parts of resumable uploads in progress (S3: the bucket's reserved prefix) are no files.
+    if (isReservedKey(object.key)) continue;
     page.push(object);
     if (page.length >= PAGE) await flush();
     if (stopped()) return report;

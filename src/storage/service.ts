@@ -12,7 +12,7 @@ import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
 import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } from './files.ts';
-import type { ParsedKey } from './keys.ts';
+import { isReservedKey, type ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
 import { revokeSharesOfKey } from './shares/shares-store.ts';
@@ -343,6 +343,8 @@ export async function* listFolder(
     const r = await store(() => it.next());
     if (r.done) return;
     const info = r.value;
+    // Parts of uploads in progress (S3: under the reserved prefix of the bucket) are never files.
+    if (isReservedKey(info.key)) continue;
     if (!admin) {
       const meta = toMetadata(info);
       if (!allowed(deps, 'list', info.key, caller, meta)) continue;
