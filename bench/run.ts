@@ -12,12 +12,14 @@ import { authScenarios } from './scenarios/auth.ts';
 import { filesScenarios } from './scenarios/files.ts';
 import { imageScenarios } from './scenarios/images.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
+import { revokedListScenarios } from './scenarios/revoked-list.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
 
 const SCENARIOS: Scenario[] = [
   authScenarios,
   refreshScenarios,
+  revokedListScenarios,
   storageScenarios,
   filesScenarios,
   s3Scenarios,

@@ -954,6 +954,19 @@ const SETTINGS = {
     { min: 0 },
   ),
 
+  STORAGE_SHARE_MAX_SECONDS: int(
+    STORAGE,
+    30 * 86_400,
+    'Longest lifetime of a share link (`POST /storage/shares` `expires_in`, seconds; 30 days). A longer `expires_in` is refused with 400.',
+    { min: 1 },
+  ),
+  STORAGE_SHARE_DEFAULT_SECONDS: int(
+    STORAGE,
+    7 * 86_400,
+    'Lifetime of a share link made without `expires_in` (seconds; 7 days); at most `STORAGE_SHARE_MAX_SECONDS`.',
+    { min: 1 },
+  ),
+
   // --- images ---
   IMAGE_MAX_PIXELS: int(
     IMAGES,
@@ -1309,6 +1322,8 @@ function crossChecks(c: Partial, problems: string[]): void {
       'METRICS_PORT must differ from PORT (or be 0 to serve /metrics on PORT with METRICS_TOKEN)',
     );
   if (c.S3_ENDPOINT && !c.S3_BUCKET) problems.push('S3_BUCKET is required when S3_ENDPOINT is set');
+  if ((c.STORAGE_SHARE_DEFAULT_SECONDS as number) > (c.STORAGE_SHARE_MAX_SECONDS as number))
+    problems.push('STORAGE_SHARE_DEFAULT_SECONDS must be at most STORAGE_SHARE_MAX_SECONDS');
   if ((c.EMAIL_RETRY_MAX_DELAY_MS as number) < (c.EMAIL_RETRY_DELAY_MS as number))
     problems.push('EMAIL_RETRY_MAX_DELAY_MS must be at least EMAIL_RETRY_DELAY_MS');
   if ((c.RATE_LIMIT_LOGIN_ACCOUNT_WINDOW as number) <= (c.RATE_LIMIT_LOGIN_DELAY_MAX as number))

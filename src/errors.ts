@@ -161,6 +161,12 @@ export const ERRORS = {
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
   QUOTA_EXCEEDED: { status: 413, message: 'The upload would exceed your storage quota.' },
   STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
+  SHARE_LINK_NOT_FOUND: { status: 404, message: 'No such share link.' },
+  SHARE_LINK_GONE: {
+    status: 410,
+    message:
+      'This share link no longer works: it expired, was revoked, has been used up, or its file was deleted.',
+  },
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
   IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },

@@ -6,6 +6,7 @@
  */
 import type { Database, Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
 import {
   type AccountRow,
   accountRoles,
@@ -125,6 +126,17 @@ export async function disableUser(deps: OperatorDeps, account: AccountRow): Prom
     await retireTickets(tx, now, account.id);
     const ended = await deleteAccountSessions(tx, account.id);
     await revoke(deps, tx, { sessionIds: ended, userId: account.user_id });
+    await recordEvent(deps, tx, {
+      type: 'account_disabled',
+      accountId: account.id,
+      details: { by: 'operator' },
+    });
+    if (ended.length > 0)
+      await recordEvent(deps, tx, {
+        type: 'session_ended',
+        accountId: account.id,
+        details: { reason: 'account_disabled', sessions: ended },
+      });
     return ended.length;
   });
 }
@@ -137,6 +149,12 @@ export async function signOutUser(deps: OperatorDeps, account: AccountRow): Prom
   return deps.db.transaction(async (tx) => {
     const ended = await deleteAccountSessions(tx, account.id);
     await revoke(deps, tx, { sessionIds: ended });
+    if (ended.length > 0)
+      await recordEvent(deps, tx, {
+        type: 'session_ended',
+        accountId: account.id,
+        details: { reason: 'operator', sessions: ended },
+      });
     return ended.length;
   });
 }

@@ -72,6 +72,7 @@ const ASSETS = [
   'dom.js',
   'views.js',
   'files.js',
+  'activity.js',
 ] as const;
 
 interface Asset {

@@ -23,6 +23,8 @@ export type SessionEndReason =
   | 'password_reset'
   | 'email_changed'
   | 'mfa_changed'
+  /** The address was proven for the first time by a link: the ways in made before it end (link-emails.ts). */
+  | 'address_proven'
   /** A rotated refresh token came back after its grace interval: taken as stolen. */
   | 'refresh_token_reuse'
   /** The operator (CLI, console) signed the account out. */

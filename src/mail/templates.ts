@@ -18,6 +18,7 @@ export const TEMPLATE_NAMES = [
   'notify-email-change',
   'email-in-use',
   'account-exists',
+  'new-sign-in',
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
@@ -200,6 +201,16 @@ const DEFAULTS: Record<TemplateName, Default> = {
     ],
     button: 'Sign in',
     after: () => ['If you did not try to register, you can ignore this email.'],
+  },
+  'new-sign-in': {
+    subject: () => 'New sign-in to your account',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `Your account was signed in from a device it has not used recently: ${String(l.device ?? 'unknown')}, network ${String(l.network ?? 'unknown')}, at ${String(l.time ?? '')} (${String(l.sign_in_method ?? 'unknown')}).`,
+      'If it was you, there is nothing to do.',
+      'If not, change your password now and end that session from the list of your sessions in the application.',
+    ],
+    button: 'Open the application',
   },
 };
 

@@ -6,6 +6,8 @@
  */
 
 import type { Queryable } from '../../db/database.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appHome, serviceLink } from '../../mail/links.ts';
 import {
   accountLocale,
@@ -52,10 +54,20 @@ export async function handOverToMailbox(
   tx: Queryable,
   accountId: string,
   by: 'magic-link' | 'password-reset',
+  client?: EventClient,
 ): Promise<void> {
-  await deleteAccountLinks(tx, accountId);
+  // The owner's feed says what went (providers unlinked, sessions ended), from the link's follower.
+  for (const provider of await deleteAccountLinks(tx, accountId))
+    await recordEvent(deps, tx, {
+      type: 'provider_unlinked',
+      accountId,
+      client: client ?? null,
+      details: { provider },
+    });
   if (by === 'magic-link') await clearPasswordHash(tx, accountId);
-  await endAllSessions(deps, accountId, undefined, tx);
+  // A reset ends every session anyway: the feed gives that as the reason.
+  const reason = by === 'password-reset' ? 'password_reset' : 'address_proven';
+  await endAllSessions(deps, accountId, undefined, tx, { reason, client: client ?? null });
 }
 
 export interface ActivationInput {

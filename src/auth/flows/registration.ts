@@ -18,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { EventClient } from '../../events/types.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import { assertEmailDomain } from '../accounts.ts';
 import {
@@ -70,6 +71,8 @@ export interface RegisterInput {
   redirectTo?: string;
   /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
   locale?: string;
+  /** The registering client (its first session's, with AUTO_ACTIVATE_NEW_USERS). */
+  client?: EventClient;
 }
 
 export type RegisterResult = { user: PublicUser; session?: Session };
@@ -108,6 +111,7 @@ interface Plan {
   userData: Record<string, unknown>;
   locale?: string;
   redirectTo?: string;
+  client?: EventClient;
 }
 
 /**
@@ -144,6 +148,7 @@ export async function register(deps: AuthDeps, input: RegisterInput): Promise<Re
     userData: { display_name: input.email, ...(input.userData ?? {}) },
     locale: input.locale,
     redirectTo: input.redirectTo,
+    client: input.client,
   };
   if (c.AUTO_ACTIVATE_NEW_USERS && !passwordless) return registerActive(deps, plan);
   try {
@@ -181,7 +186,7 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
       userData: plan.userData,
     });
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
-    const session = await issueSession(deps, accountId, { db: tx, method: 'password' });
+    const session = await issueSession(deps, accountId, { db: tx, method: 'password', client: plan.client });
     return { user: session.user, session };
   });
 }
@@ -336,6 +341,7 @@ export async function resendRegistration(
 export async function activateWithTicket(
   deps: AuthDeps,
   ticket: string,
+  client?: EventClient,
 ): Promise<{ session: Session; redirectTo?: string } | undefined> {
   return deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, deps.clock.now(), ticket, 'activation');
@@ -343,7 +349,7 @@ export async function activateWithTicket(
     if (!(await completeRegistration(deps, tx, used, 'activation'))) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     return {
-      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link' }),
+      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link', client }),
       redirectTo,
     };
   });

@@ -15,7 +15,7 @@ import { register } from '../flows/registration.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, Email, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { bodyDefaultsToObject, requestClient } from './common.ts';
 
 const Role = Type.String({ minLength: 1, maxLength: 100 });
 
@@ -120,6 +120,7 @@ export const registerRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asyn
         registerOptions: body.register_options,
         redirectTo,
         locale: body.locale,
+        client: requestClient(request),
       });
       if (!result.session) return { user: result.user };
       return sendSession(reply, c, result.session, body.cookie ?? true, deps.clock.now());

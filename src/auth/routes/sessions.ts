@@ -12,6 +12,7 @@ import type { AuthDeps } from '../deps.ts';
 import { tokenFacts } from '../jwt.ts';
 import { NoContent } from '../schemas.ts';
 import { endOwnSession, listSessions } from '../sessions.ts';
+import { ownSignIn } from './common.ts';
 
 const Nullable = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
@@ -60,7 +61,7 @@ export const sessionsRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asy
     },
     async (request, reply) => {
       const account = await callerAccount(deps, request.user['user-id']);
-      await endOwnSession(deps, account.id, request.params.id);
+      await endOwnSession(deps, account.id, request.params.id, ownSignIn(request));
       return reply.code(204).send(null);
     },
   );

@@ -530,6 +530,7 @@ function linkLabel(template) {
       'notify-email-change': 'Open the application',
       'email-in-use': 'Open the application',
       'account-exists': 'Sign in',
+      'new-sign-in': 'Open the application',
     }[template] ?? 'Open the link'
   );
 }

@@ -1,5 +1,7 @@
 /**
- * The /storage route group: object data under /o, metadata under /m, the caller's usage at /usage. Each route lives in its own file.
+ * The /storage route group: object data under /o, metadata under /m, share links under /shares (their
+ * owner, signed in) and /s (anyone holding one), the caller's usage at /usage. Each route lives in its
+ * own file.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import { signedInRoutes } from '../../http/identity.ts';
@@ -8,6 +10,8 @@ import { deleteFileRoute } from './delete-file.ts';
 import { deleteMetadataRoute } from './delete-metadata.ts';
 import { getFileRoute } from './get-file.ts';
 import { getMetadataRoute } from './get-metadata.ts';
+import { getSharedFileRoute } from './get-shared-file.ts';
+import { shareRoutes } from './shares.ts';
 import { updateMetadataRoute } from './update-metadata.ts';
 import { uploadRoute } from './upload.ts';
 import { usageRoute } from './usage.ts';
@@ -24,8 +28,10 @@ export const storageRoutes: FastifyPluginAsync<{ deps: StorageRouteDeps }> = asy
   await app.register(deleteFileRoute, { deps });
   await app.register(deleteMetadataRoute, { deps });
   await app.register(updateMetadataRoute, { deps });
+  await app.register(getSharedFileRoute, { deps });
   await app.register(
     signedInRoutes(async (signedIn) => {
+      await signedIn.register(shareRoutes, { deps });
       await signedIn.register(usageRoute, { deps });
     }),
   );
