@@ -30,7 +30,7 @@ import {
   filesByKeys,
   filesUnder,
   findFile,
-  importFile,
+  importFiles,
   isImported,
   lockOwner,
   markImported,
@@ -259,15 +259,16 @@ export async function reconcile(
       deps.db,
       page.map((o) => o.key),
     );
+    const missing: ObjectInfo[] = [];
     for (const object of page) {
       const row = rows.get(object.key);
-      if (!row) {
-        if (await importFile(deps.db, object, deps.clock.now())) report.imported++;
-      } else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
+      if (!row) missing.push(object);
+      else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
         await refreshFile(deps.db, object);
         report.updated++;
       }
     }
+    report.imported += await importFiles(deps.db, missing, deps.clock.now());
     report.objects += page.length;
     page = [];
   };

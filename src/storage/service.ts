@@ -312,6 +312,15 @@ export async function openFile(deps: StorageDeps, info: ObjectInfo, range?: Byte
   return got.body;
 }
 
+/** Whether the store no longer has `key` (false when it cannot say): a zip leaves such a file out. */
+export async function fileGone(deps: StorageDeps, key: string): Promise<boolean> {
+  try {
+    return (await deps.objects.head(key)) === undefined;
+  } catch {
+    return false;
+  }
+}
+
 /** The whole of the version `info` describes, in memory (small files only); ObjectChanged as openFile. */
 export async function readFileBytes(deps: StorageDeps, info: ObjectInfo): Promise<Buffer> {
   return store(() => deps.objects.read(info.key, info));
