@@ -68,6 +68,7 @@ const ROUTES = (id: string): [Method, string, unknown?][] => [
   ['GET', `/admin/users/${id}/sessions`],
   ['GET', `/admin/users/${id}/security-events`],
   ['GET', '/admin/emails'],
+  ['GET', '/admin/webhooks/failed'],
 ];
 
 for (const kind of dbKinds()) {
@@ -459,7 +460,7 @@ for (const kind of dbKinds()) {
         .flatMap(([p, ops]) =>
           Object.entries(ops).map(([m, op]) => ({ route: `${m.toUpperCase()} ${p}`, op })),
         );
-      assert.equal(paths.length, 10, paths.map((p) => p.route).join(', '));
+      assert.equal(paths.length, 11, paths.map((p) => p.route).join(', '));
       for (const { route, op } of paths) {
         assert.deepEqual(op.tags, ['admin'], route);
         assert.deepEqual(

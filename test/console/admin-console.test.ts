@@ -242,7 +242,7 @@ if (runsHere('chromium', 'the console admin pages in headless Chromium')) {
         .filter({ hasText: 'magic-link' });
       await row.first().waitFor();
       assert.match((await row.first().textContent()) ?? '', /grace\.hopper@example\.com/);
-      await page.getByText('Webhooks are not part of this build yet').waitFor();
+      await page.getByText('No webhook delivery has been given up').waitFor();
       await shot('admin-emails');
       await unlabelled();
 

@@ -345,6 +345,7 @@ for (const kind of dbKinds()) {
         WEBHOOK_EVENTS: ['user.created'],
         WEBHOOK_MAX_ATTEMPTS: 2,
         METRICS_TOKEN: 'metrics-token-of-at-least-32-characters',
+        HASURA_GRAPHQL_ADMIN_SECRET: 'admin-secret-of-the-webhooks-suite',
       });
     });
     after(async () => {
@@ -397,6 +398,15 @@ for (const kind of dbKinds()) {
       assert.equal(listed[0].attempts, 2);
       assert.match(listed[0].webhook_id, /^msg_/);
       assert.match(listed[0].last_error, /HTTP 503/);
+      // The admin API (and the console's Emails page on it) shows the same, from the same store function.
+      const admin = await t.app.inject({
+        url: '/admin/webhooks/failed',
+        headers: { 'x-hasura-admin-secret': 'admin-secret-of-the-webhooks-suite' },
+      });
+      assert.equal(admin.statusCode, 200, admin.body);
+      assert.deepEqual(admin.json(), listed);
+      const stranger = await t.app.inject({ url: '/admin/webhooks/failed' });
+      assert.equal(stranger.statusCode, 401, 'no credential, no list');
     });
   });
 }

@@ -17,6 +17,7 @@ import { updateUserRoute } from './update-user.ts';
 import { userLinksRoute } from './user-links.ts';
 import { userSecurityEventsRoute } from './user-security-events.ts';
 import { userSessionsRoute } from './user-sessions.ts';
+import { webhookFailuresRoute } from './webhook-failures.ts';
 
 export const adminRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, { deps }) => {
   adminContext(app, deps.config);
@@ -35,6 +36,7 @@ export const adminRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, {
     userSessionsRoute,
     userSecurityEventsRoute,
     emailsRoute,
+    webhookFailuresRoute,
   ])
     await app.register(route, { deps });
 };

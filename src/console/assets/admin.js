@@ -540,10 +540,13 @@ export async function adminUserPage(ctx) {
   );
 }
 
-/** The email outbox (sent, waiting, failed) and what the service says about webhooks. */
+/** The email outbox (sent, waiting, failed) and the webhook deliveries given up. */
 export async function adminEmailsPage(ctx) {
   if (!adminReady(ctx)) return adminUsersPage(ctx);
-  const emails = await adminApi('GET', '/admin/emails?limit=50');
+  const [emails, failed] = await Promise.all([
+    adminApi('GET', '/admin/emails?limit=50'),
+    adminApi('GET', '/admin/webhooks/failed?limit=50'),
+  ]);
   return page(
     'Emails',
     'The durable outbox: every email the service wrote, where it stands. The messages themselves (they hold links) are not shown here.',
@@ -586,7 +589,44 @@ export async function adminEmailsPage(ctx) {
     ),
     section(
       'Webhook failures',
-      h('p', {}, 'Webhooks are not part of this build yet: there is nothing to show here.'),
+      failed.length === 0
+        ? h(
+            'p',
+            {},
+            'No webhook delivery has been given up (WEBHOOK_URL sends each event until it is taken).',
+          )
+        : h(
+            'table',
+            { class: 'switches', id: 'admin-webhook-failures', 'aria-label': 'Webhook failures' },
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                h('th', {}, 'Event'),
+                h('th', {}, 'Receiver'),
+                h('th', {}, 'Given up'),
+                h('th', {}, 'Attempts'),
+                h('th', {}, 'Last error'),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              failed.map((f) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, f.type ?? '—'),
+                  h('td', { class: 'error' }, f.url ?? '—'),
+                  h('td', {}, when(f.failed_at)),
+                  h('td', {}, String(f.attempts)),
+                  h('td', { class: 'error' }, f.last_error ?? '—'),
+                ),
+              ),
+            ),
+          ),
     ),
   );
 }
