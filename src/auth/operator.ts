@@ -346,6 +346,12 @@ async function disableIn(
     accountId: account.id,
     details: { by: 'operator' },
   });
+  if (sessions.length > 0)
+    await recordEvent(deps, tx, {
+      type: 'session_ended',
+      accountId: account.id,
+      details: { reason: 'account_disabled', sessions },
+    });
   await note(deps, tx, account.id, { type: 'admin_account_disabled', details: { by: ref(by), sessions } });
   return sessions.length;
 }
