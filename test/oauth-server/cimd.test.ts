@@ -18,7 +18,6 @@ import {
   authorizeUrl,
   type Browser,
   buildOAuthApp,
-  clientOptions,
   discover,
   fullFlow,
   MCP,
