@@ -10,6 +10,7 @@ import type { BenchEnv, Scenario } from './lib/env.ts';
 import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
 import { imageScenarios } from './scenarios/images.ts';
+import { oauthScenarios } from './scenarios/oauth.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
@@ -20,6 +21,7 @@ const SCENARIOS: Scenario[] = [
   storageScenarios,
   s3Scenarios,
   imageScenarios,
+  oauthScenarios,
 ];
 
 const args = process.argv.slice(2);
