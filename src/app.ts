@@ -171,7 +171,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
           return;
         reply.headers(NO_CACHE_HEADERS);
       });
-      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox });
+      await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox, providers: ctx.providers });
       await registerWhen(auth, gate(config, { OAUTH_SERVER_ENABLED: true }), (s) =>
         s.register(oauthServerRoutes, { deps: oauthServerDeps(ctx), prefix: '/oauth2' }),
       );
@@ -184,14 +184,20 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     );
   }
   if (ctx.storage) {
-    const { objects, rules, images } = ctx.storage;
+    const { objects, rules, images, catalog } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
-    await app.register(storageRoutes, { deps: { config, objects, rules, images }, prefix: '/storage' });
+    await app.register(storageRoutes, {
+      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog },
+      prefix: '/storage',
+    });
   } else {
     await registerWhen(app, gate(config, { STORAGE_ENABLED: true }), (s) =>
       s.register(storageRoutes, {
         deps: {
           config,
+          db: ctx.db,
+          clock: ctx.clock,
+          catalog: notServed<StorageRouteDeps['catalog']>('the files table'),
           objects: notServed<StorageRouteDeps['objects']>('the object store'),
           rules: notServed<StorageRouteDeps['rules']>('the storage rules'),
           images: notServed<StorageRouteDeps['images']>('the image transforms'),

@@ -107,11 +107,35 @@ function bytes(group: string, def: number, doc: string): Setting<number> {
     doc,
     default: def,
     parse(raw) {
-      const m = /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(raw);
-      const unit = SIZE_UNITS[(m?.[2] ?? '').toLowerCase()];
-      if (!m || unit === undefined)
-        throw new Invalid(`must be a size such as 1048576, 512KB or 1GiB, got "${raw}"`);
-      return Number(m[1]) * unit;
+      const n = parseSize(raw);
+      if (n === undefined) throw new Invalid(`must be a size such as 1048576, 512KB or 1GiB, got "${raw}"`);
+      return n;
+    },
+  };
+}
+
+/** A size such as 1048576, 512KB or 1GiB (units of 1024); undefined when it is none. */
+export function parseSize(raw: string): number | undefined {
+  const m = /^\s*(\d+)\s*([a-z]*)\s*$/i.exec(raw);
+  const unit = SIZE_UNITS[(m?.[2] ?? '').toLowerCase()];
+  if (!m || unit === undefined) return undefined;
+  const n = Number(m[1]) * unit;
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/** A size, or `unlimited` (null, also the default). */
+function sizeOrUnlimited(group: string, doc: string): Setting<number | null> {
+  return {
+    group,
+    doc,
+    default: null,
+    defaultDoc: 'unlimited',
+    parse(raw) {
+      if (raw.trim().toLowerCase() === 'unlimited') return null;
+      const n = parseSize(raw);
+      if (n === undefined)
+        throw new Invalid(`must be a size such as 1073741824, 500MB or 10GiB, or "unlimited", got "${raw}"`);
+      return n;
     },
   };
 }
@@ -417,6 +441,17 @@ const SETTINGS = {
     AUTH,
     true,
     'Email the old address after an email change (direct or confirmed), so the owner learns of a takeover. Off only if you tell the owner another way (HBP: off).',
+  ),
+  NOTIFY_NEW_SIGN_IN: bool(
+    AUTH,
+    true,
+    'Email the owner when their account is signed in from a device not seen on it in the last 90 days (browser family and network), when emails are on. The email has no link that signs in.',
+  ),
+  SECURITY_EVENTS_RETENTION_DAYS: int(
+    AUTH,
+    90,
+    'Days an event of the security feed (`GET /auth/security-events`, `auth.security_events`) is kept.',
+    { min: 1 },
   ),
   ANONYMOUS_USERS_ENABLED: bool(AUTH, false, '`POST /auth/login` with `anonymous: true`.', [
     'ANONYMOUS_USERS_ENABLE',
@@ -908,6 +943,10 @@ const SETTINGS = {
     STORAGE,
     50 * 1024 ** 2,
     'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
+  ),
+  STORAGE_QUOTA_BYTES: sizeOrUnlimited(
+    STORAGE,
+    "What one user may store in all (the sum of the sizes of the files they uploaded), or `unlimited`. An upload that would pass it is refused with 413 `QUOTA_EXCEEDED`. Per-account overrides: `gatehouse users set-quota`. Uploads with the admin secret count in no one's quota.",
   ),
   STORAGE_PUBLIC_MAX_AGE: int(
     STORAGE,

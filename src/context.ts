@@ -13,6 +13,7 @@ import { passwordResetStep } from './auth/flows/password-reset.ts';
 import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
+import { ProviderRegistry } from './auth/oauth/registry.ts';
 import { loadOAuthKeys, type OAuthKeys } from './auth/oauth-server/keys.ts';
 import { Passwords } from './auth/passwords.ts';
 import { Revocations } from './auth/revocations.ts';
@@ -25,6 +26,7 @@ import { secureDataDir } from './data-dir.ts';
 import { watchAvailability } from './db/availability.ts';
 import { type Database, openPglite, openPostgres } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { pruneSecurityFeed } from './events/feed.ts';
 import { cookieSecret } from './http/cookies.ts';
 import { type Counters, openCounters } from './http/counters.ts';
 import { addressBudget } from './mail/budget.ts';
@@ -32,8 +34,12 @@ import { createMailer, type Mailer } from './mail/mailer.ts';
 import { EmailOutbox } from './mail/outbox.ts';
 import { createObjectStore } from './storage/backends/index.ts';
 import { type ObjectStore, StoreUnavailable } from './storage/backends/object-store.ts';
+import { FileCatalog } from './storage/files.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+
+/** How often the security feed's old events are deleted. */
+const SECURITY_EVENTS_PRUNE_EVERY_MS = 3_600_000;
 
 export interface AppContext {
   readonly config: Config;
@@ -58,6 +64,8 @@ export interface AppContext {
    * current from the database through LISTEN/NOTIFY.
    */
   readonly revocations: Revocations;
+  /** The enabled sign-in providers (OAuth, OpenID Connect) with their discovery caches. */
+  readonly providers: ProviderRegistry;
   /** Encrypts TOTP secrets at rest; undefined unless AUTH_ENABLED and MFA_ENABLED. */
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
@@ -69,6 +77,8 @@ export interface StorageContext {
   readonly rules: StorageRules;
   /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
   readonly images: ImageService;
+  /** The files table's state on this instance and its background repairs (storage/files.ts). */
+  readonly catalog: FileCatalog;
 }
 
 export interface ContextOptions {
@@ -103,10 +113,11 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   const secret = await attempt(() => cookieSecret(config));
   const mfaBox =
     config.AUTH_ENABLED && config.MFA_ENABLED ? await attempt(() => SecretBox.fromConfig(config)) : undefined;
+  const providers = await attempt(() => new ProviderRegistry(config, clock));
   const rules = config.STORAGE_ENABLED
     ? await attempt(() => loadRules(config.STORAGE_RULES_PATH))
     : undefined;
-  if (problems.length > 0 || !keys || secret === undefined) throw new ConfigError(problems);
+  if (problems.length > 0 || !keys || secret === undefined || !providers) throw new ConfigError(problems);
   opts.log.info({ algorithm: keys.algorithm, source: keys.source }, 'access-token key loaded');
 
   const db = watchAvailability(
@@ -141,6 +152,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
     const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
+    // In the background: the first import of a store's objects, then the repair of cut-off uploads.
+    if (storage) storage.catalog.start({ config, db, clock, ...storage }, opts.log);
     const ctx: AppContext = {
       config,
       db,
@@ -154,6 +167,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       tasks,
       counters,
       revocations,
+      providers,
       mfaBox,
       storage,
     };
@@ -163,6 +177,10 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     outbox.handle('magic-link-login', (tx, input) => magicLoginStep(deps, tx, input));
     // Emails left unsent by an earlier run (or another instance) go out now.
     outbox.start();
+    // The security feed keeps SECURITY_EVENTS_RETENTION_DAYS; every instance prunes (idempotent, cheap).
+    tasks.every('security-events-prune', SECURITY_EVENTS_PRUNE_EVERY_MS, async () => {
+      await pruneSecurityFeed(db, clock, config.SECURITY_EVENTS_RETENTION_DAYS);
+    });
     return ctx;
   } catch (err) {
     await counters?.store.close().catch(() => {});
@@ -205,7 +223,7 @@ async function openStorage(
       (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
     );
   }
-  return { objects, rules, images: new ImageService(config, log) };
+  return { objects, rules, images: new ImageService(config, log), catalog: new FileCatalog() };
 }
 
 /** The part of the context the auth routes and domain use. */
@@ -223,8 +241,10 @@ export function authDeps(ctx: AppContext): AuthDeps {
  */
 export async function closeContext(ctx: AppContext): Promise<void> {
   ctx.outbox.stop();
+  ctx.tasks.stop();
   await ctx.tasks.idle();
   await ctx.mailer.close();
+  await ctx.storage?.catalog.stop();
   await ctx.storage?.objects.close();
   await ctx.storage?.images.close();
   await ctx.passwords.close();

@@ -173,6 +173,7 @@ export const ERRORS = {
   TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
   INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
+  QUOTA_EXCEEDED: { status: 413, message: 'The upload would exceed your storage quota.' },
   STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },

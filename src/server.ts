@@ -78,7 +78,11 @@ export async function startServer(config: Config, opts: StartOptions): Promise<R
     if (config.HASURA_ENDPOINT) {
       // In the background: the engine may start after us, and its answers never block the service.
       void applyHasuraMetadata(
-        { endpoint: config.HASURA_ENDPOINT, adminSecret: config.HASURA_GRAPHQL_ADMIN_SECRET },
+        {
+          endpoint: config.HASURA_ENDPOINT,
+          adminSecret: config.HASURA_GRAPHQL_ADMIN_SECRET,
+          userRole: config.DEFAULT_USER_ROLE,
+        },
         opts.log,
       );
     }

@@ -429,21 +429,31 @@ export async function activateAccount(db: Queryable, accountId: string): Promise
 
 /**
  * Records that the account's address was proven, when it is still `address` (the one the proving link
- * was mailed to): an address changed since then is not the one proven.
+ * was mailed to): an address changed since then is not the one proven. `first`: the address had no
+ * proof until now.
  */
 export async function markEmailProven(
   db: Queryable,
   accountId: string,
   address: string,
   proof: EmailProof,
-): Promise<boolean> {
-  const { rowCount } = await db.query(
+): Promise<{ marked: boolean; first: boolean }> {
+  const { rows } = await db.query<{ first: boolean }>(
     'MarkEmailProven',
-    `UPDATE auth.accounts SET email_verified_at = $3, email_verified_by = $4
-      WHERE id = $1 AND email = $2::citext`,
+    `UPDATE auth.accounts a SET email_verified_at = $3, email_verified_by = $4
+       FROM (SELECT id, email_verified_at FROM auth.accounts WHERE id = $1 FOR UPDATE) before
+      WHERE a.id = before.id AND a.email = $2::citext
+      RETURNING before.email_verified_at IS NULL AS first`,
     [accountId, address, proof.at, proof.by],
   );
-  return rowCount > 0;
+  return { marked: rows.length > 0, first: rows[0]?.first === true };
+}
+
+/** Removes the account's password (it signs in by its other ways, or sets one after a fresh sign-in). */
+export async function clearPasswordHash(db: Queryable, accountId: string): Promise<void> {
+  await db.query('ClearPasswordHash', 'UPDATE auth.accounts SET password_hash = NULL WHERE id = $1', [
+    accountId,
+  ]);
 }
 
 /** True when another account uses `email` as its address or as a pending new address. */

@@ -12,20 +12,7 @@ import { PERMISSION_COOKIE, REFRESH_COOKIE } from '../http/identity.ts';
 import type { SessionBody } from './schemas.ts';
 import type { Session } from './sessions.ts';
 
-/** Sessions begun by the request a reply answers: their client is recorded before the reply goes. */
-const begun = new WeakMap<FastifyReply, string>();
-
-/** The id of the session a sign-in's reply hands out, when the request began one. */
-export function sessionBegunBy(reply: FastifyReply): string | undefined {
-  return begun.get(reply);
-}
-
-function noteSession(reply: FastifyReply, session: Session): void {
-  if (session.started) begun.set(reply, session.familyId);
-}
-
 export function setSessionCookies(reply: FastifyReply, config: Config, session: Session, now: Date): void {
-  noteSession(reply, session);
   const refreshS = Math.max(0, Math.floor((session.refreshExpiresAt.getTime() - now.getTime()) / 1000));
   const accessS = Math.max(0, Math.floor((session.access.expiresAt.getTime() - now.getTime()) / 1000));
   reply.setCookie(REFRESH_COOKIE, session.refreshToken, cookieOptions(config, refreshS));
@@ -50,7 +37,6 @@ export function sendSession(
   now: Date,
   opts: { leaveCookies?: boolean } = {},
 ): SessionBody {
-  noteSession(reply, session);
   const body: SessionBody = {
     jwt_token: session.access.token,
     jwt_expires_in: session.access.expiresInMs,

@@ -162,19 +162,6 @@ export async function rotateSessionToken(
   return rowCount > 0;
 }
 
-/** Records the client a session began from (the sign-in's user agent and address). */
-export async function describeSessionClient(
-  db: Queryable,
-  sessionId: string,
-  client: { userAgent: string | null; ip: string | null },
-): Promise<void> {
-  await db.query('DescribeSessionClient', 'UPDATE auth.sessions SET user_agent = $2, ip = $3 WHERE id = $1', [
-    sessionId,
-    client.userAgent,
-    client.ip,
-  ]);
-}
-
 /** Ends a session (its tokens go with it); the account whose it was, or undefined when there was none. */
 export async function deleteSession(
   db: Queryable,

@@ -10,6 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
+import type { EventClient } from '../events/types.ts';
 import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
 import type { SessionDeps } from './deps.ts';
@@ -21,7 +23,6 @@ import {
   AccountGone,
   deleteAccountSessions,
   deleteSession,
-  describeSessionClient,
   findSessionToken,
   insertSessionToken,
   listAccountSessions,
@@ -160,8 +161,13 @@ export async function issueSession(
     profile?: AccountProfile;
     /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, anonymous…). */
     method?: string;
+    /** The client signing in: stored with the session and its sign_in event. */
+    client?: EventClient;
   } = {},
 ): Promise<Session> {
+  // A sign-in writes its session and its event together: in the caller's transaction, or in one of its own.
+  if (!opts.db && !opts.family)
+    return deps.db.transaction((tx) => issueSession(deps, accountId, { ...opts, db: tx }));
   const db = opts.db ?? deps.db;
   const profile = opts.profile ?? (await loadProfile(db, accountId));
   // A sign-in that races the account's deletion: the account is gone, as for a caller who never had one.
@@ -169,16 +175,25 @@ export async function issueSession(
   // Every sign-in (password, MFA, magic link, activation, provider) ends here: a disabled account gets
   // no session whichever way it came.
   if (profile.account.disabled) throw new AppError('ACCOUNT_DISABLED');
-  const draft = draftSession(
-    deps,
-    accountId,
-    opts.family,
-    opts.method === undefined ? undefined : { method: opts.method },
-  );
+  const client = opts.client ?? null;
+  const draft = draftSession(deps, accountId, opts.family, {
+    method: opts.method ?? null,
+    userAgent: clampUserAgent(client?.userAgent ?? null),
+    ip: client?.ip ?? null,
+  });
   // Also drops the account's expired tokens.
   await insertSessionToken(db, draft.row).catch((err: unknown) => {
     throw err instanceof AccountGone ? new AppError('UNAUTHENTICATED', 'The account no longer exists.') : err;
   });
+  if (!opts.family) {
+    await recordEvent(deps, db, {
+      type: 'sign_in',
+      accountId,
+      sessionId: draft.row.familyId,
+      client,
+      details: { method: opts.method ?? 'unknown' },
+    });
+  }
   return completeSession(deps, draft, profile);
 }
 
@@ -276,6 +291,8 @@ export async function endSession(deps: SessionDeps, presented: string): Promise<
 export interface OwnSignIn {
   readonly sessionId?: string;
   readonly refreshToken?: string;
+  /** The request's client, for the security events the change records. */
+  readonly client?: EventClient;
 }
 
 /**
@@ -357,14 +374,7 @@ export async function endOwnSession(deps: SessionDeps, accountId: string, sessio
     throw new AppError('SESSION_NOT_FOUND');
 }
 
-/** Records the client a session began from (its sign-in's user agent and address), as listed to its owner. */
-export async function recordSessionClient(
-  deps: SessionDeps,
-  sessionId: string,
-  client: { userAgent: string | undefined; ip: string | undefined },
-): Promise<void> {
-  await describeSessionClient(deps.db, sessionId, {
-    userAgent: client.userAgent === undefined ? null : client.userAgent.slice(0, 512),
-    ip: client.ip ?? null,
-  });
+/** The longest user agent kept with a session or an event: a client can send kilobytes, a list shows a line. */
+export function clampUserAgent(ua: string | null): string | null {
+  return ua === null ? null : ua.slice(0, 512);
 }

@@ -9,6 +9,8 @@
 import { secretsEqual } from '../constant-time.ts';
 import type { Database } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
+import type { EventClient } from '../events/types.ts';
 import { ADMIN_SECRET_SUBJECT, type GuessLimiter, passwordSubject } from '../http/guesses.ts';
 import { signInEvent } from '../metrics/events.ts';
 import {
@@ -38,6 +40,8 @@ export interface SignInRequest {
   readonly redirectTo?: string;
   /** The client's address: guesses are limited per (account, address) and per address. */
   readonly address: string;
+  /** The client's User-Agent (stored with the session and its sign-in event). */
+  readonly userAgent?: string | null;
 }
 
 /** The request limits a sign-in counts against (the route's scope holds them). */
@@ -65,7 +69,7 @@ export async function signIn(
     if (req.email !== undefined || req.password !== undefined) {
       throw new AppError('VALIDATION', '"anonymous" cannot be combined with "email" or "password"');
     }
-    const session = await signInAnonymously(deps);
+    const session = await signInAnonymously(deps, clientOf(req));
     signInEvent('anonymous', 'success');
     return { kind: 'session', session };
   }
@@ -92,7 +96,7 @@ export async function signIn(
   );
   let result: Exclude<SignInResult, { kind: 'magic-link' }>;
   try {
-    result = await openAccount(deps, req.email, proof);
+    result = await openAccount(deps, req.email, proof, clientOf(req));
   } catch (err) {
     // Only a wrong credential stays counted; anything else (a right password for a disabled account, a
     // busy hasher) did not test it, or told the truth to whoever knew it.
@@ -114,6 +118,7 @@ async function openAccount(
   deps: SessionDeps,
   email: string,
   proof: Proof,
+  client: EventClient,
 ): Promise<Exclude<SignInResult, { kind: 'magic-link' }>> {
   const c = deps.config;
   const profile = await loadProfileByEmail(deps.db, email);
@@ -123,7 +128,13 @@ async function openAccount(
       throw new AppError('INVALID_ADMIN_SECRET');
     }
   } else {
-    await checkPassword(deps, profile?.account, proof.password);
+    try {
+      await checkPassword(deps, profile?.account, proof.password);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'INVALID_CREDENTIALS')
+        await failedSignIn(deps, profile?.account.id, client);
+      throw err;
+    }
   }
   // Impersonating an unknown address; a password never gets here without an account (the dummy fails).
   if (!profile) throw new AppError('INVALID_CREDENTIALS');
@@ -140,7 +151,31 @@ async function openAccount(
     });
     return { kind: 'mfa', ticket };
   }
-  return { kind: 'session', session: await issueSession(deps, acc.id, { profile, method: 'password' }) };
+  return {
+    kind: 'session',
+    session: await issueSession(deps, acc.id, { profile, method: 'password', client }),
+  };
+}
+
+/** Stands in for an account that does not exist, so a wrong guess costs the same statement either way. */
+const NO_ACCOUNT = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * Puts a wrong password in the owner's feed (at most one a minute per account: recordEvent). For an
+ * unknown address the same statement runs and writes nothing, so the answer's timing does not tell
+ * whether the address has an account.
+ */
+async function failedSignIn(deps: SessionDeps, accountId: string | undefined, client: EventClient) {
+  await recordEvent(deps, deps.db, {
+    type: 'sign_in_failed',
+    accountId: accountId ?? NO_ACCOUNT,
+    client,
+    details: { reason: 'password' },
+  });
+}
+
+function clientOf(req: SignInRequest): EventClient {
+  return { ip: req.address, userAgent: req.userAgent ?? null };
 }
 
 /** How long the list of hash kinds in the database is trusted (hashes imported meanwhile wait this long). */
@@ -197,7 +232,7 @@ async function checkPassword(
 }
 
 /** Anonymous sign-in (ANONYMOUS_USERS_ENABLED): a fresh active account with no email or password. */
-async function signInAnonymously(deps: SessionDeps): Promise<Session> {
+async function signInAnonymously(deps: SessionDeps, client: EventClient): Promise<Session> {
   const role = deps.config.DEFAULT_ANONYMOUS_ROLE;
   return deps.db.transaction(async (tx) => {
     const { accountId } = await insertAccount(tx, {
@@ -209,6 +244,6 @@ async function signInAnonymously(deps: SessionDeps): Promise<Session> {
       roles: [role],
       userData: { display_name: 'Anonymous user' },
     });
-    return issueSession(deps, accountId, { db: tx, method: 'anonymous' });
+    return issueSession(deps, accountId, { db: tx, method: 'anonymous', client });
   });
 }

@@ -18,6 +18,7 @@ const TRACKED: readonly Table[] = [
   auth('refresh_tokens'),
   auth('roles'),
   auth('migrations'),
+  auth('security_events'),
   { schema: 'public', name: 'users' },
 ];
 
@@ -30,6 +31,7 @@ const OBJECT_RELATIONSHIPS: readonly [Table, string, string][] = [
   [auth('accounts'), 'role', 'default_role'],
   [auth('accounts'), 'user', 'user_id'],
   [auth('refresh_tokens'), 'account', 'account_id'],
+  [auth('security_events'), 'account', 'account_id'],
 ];
 
 /** [table, relationship name, the referencing table, its foreign-key column] */
@@ -37,13 +39,36 @@ const ARRAY_RELATIONSHIPS: readonly [Table, string, Table, string][] = [
   [auth('accounts'), 'account_providers', auth('account_providers'), 'account_id'],
   [auth('accounts'), 'account_roles', auth('account_roles'), 'account_id'],
   [auth('accounts'), 'refresh_tokens', auth('refresh_tokens'), 'account_id'],
+  [auth('accounts'), 'security_events', auth('security_events'), 'account_id'],
   [auth('providers'), 'account_providers', auth('account_providers'), 'auth_provider'],
   [auth('roles'), 'account_roles', auth('account_roles'), 'role'],
   [auth('roles'), 'accounts', auth('accounts'), 'default_role'],
 ];
 
-/** The metadata calls, in order: tables first, then the relationships between them. */
-export function metadataCalls(): { type: string; args: Record<string, unknown> }[] {
+/**
+ * The security feed under row permissions: a signed-in user (the default user role) reads their own
+ * account's events and nothing else, the same rows GET /auth/security-events answers. An example to extend
+ * (another role, fewer columns); the engine keeps a permission made by hand ("already exists" is logged).
+ */
+function securityEventsPermission(role: string) {
+  return {
+    type: 'create_select_permission',
+    args: {
+      table: auth('security_events'),
+      role,
+      permission: {
+        columns: ['id', 'type', 'created_at', 'ip', 'user_agent', 'session_id', 'details'],
+        filter: { account: { user_id: { _eq: 'X-Hasura-User-Id' } } },
+      },
+    },
+  };
+}
+
+/**
+ * The metadata calls, in order: tables first, then the relationships between them, then the permission
+ * that lets `userRole` read its own security feed.
+ */
+export function metadataCalls(userRole = 'user'): { type: string; args: Record<string, unknown> }[] {
   return [
     ...TRACKED.map((table) => ({ type: 'track_table', args: { ...table } })),
     ...OBJECT_RELATIONSHIPS.map(([table, name, column]) => ({
@@ -64,6 +89,7 @@ export function metadataCalls(): { type: string; args: Record<string, unknown> }
       type: 'create_array_relationship',
       args: { table, name, using: { foreign_key_constraint_on: { table: from, column } } },
     })),
+    securityEventsPermission(userRole),
   ];
 }
 
@@ -77,7 +103,7 @@ export function queryEndpoint(graphqlEndpoint: string): string {
  * (refused, "already exists", timeout) is logged at debug level and the next call goes on.
  */
 export async function applyHasuraMetadata(
-  opts: { endpoint: string; adminSecret: string; timeoutMs?: number },
+  opts: { endpoint: string; adminSecret: string; timeoutMs?: number; userRole?: string },
   log: FastifyBaseLogger,
 ): Promise<{ accepted: number; failed: number }> {
   const url = queryEndpoint(opts.endpoint);
@@ -85,7 +111,7 @@ export async function applyHasuraMetadata(
   if (opts.adminSecret) headers['x-hasura-admin-secret'] = opts.adminSecret;
   let accepted = 0;
   let failed = 0;
-  for (const call of metadataCalls()) {
+  for (const call of metadataCalls(opts.userRole)) {
     try {
       const res = await fetch(url, {
         method: 'POST',

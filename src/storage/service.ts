@@ -11,11 +11,12 @@ import { AppError } from '../errors.ts';
 import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
+import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } from './files.ts';
 import type { ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
 
-export interface StorageDeps {
+export interface StorageDeps extends FilesDeps {
   readonly config: Config;
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
@@ -186,8 +187,9 @@ export interface ReadableFile {
  */
 export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
   fileKey(key);
-  const info = await store(() => deps.objects.head(key.key));
-  return readAccess(deps, key, caller, info);
+  const [info, row] = await Promise.all([store(() => deps.objects.head(key.key)), visibleRow(deps, key.key)]);
+  // An object without its row (an upload that never completed) is not a file yet: as if missing.
+  return readAccess(deps, key, caller, row === null ? undefined : info);
 }
 
 function readAccess(
@@ -230,7 +232,19 @@ export async function openWholeFile(
   caller: Caller,
 ): Promise<{ file: ReadableFile; body: Readable }> {
   fileKey(key);
-  const got = await store(() => deps.objects.get(key.key));
+  const reading = store(() => deps.objects.get(key.key));
+  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key.key)]);
+  if (read.status === 'rejected') throw read.reason;
+  let got = read.value;
+  if (row.status === 'rejected') {
+    got?.body.destroy();
+    throw row.reason;
+  }
+  if (row.value === null && got) {
+    // Not a file until its upload completed (files.ts): as if missing, and none of its bytes are read.
+    got.body.destroy();
+    got = undefined;
+  }
   try {
     const file = readAccess(deps, key, caller, got?.info);
     if (!got) throw new AppError('NOT_FOUND');
@@ -276,7 +290,8 @@ export async function* listFolder(
     const decision = deps.rules.decide('list', input);
     if (decision.allowed !== true) throw refused(deps, 'list', input, caller, decision);
   }
-  const items = deps.objects.list(key.key);
+  // The table, once this instance reads it: one index range scan instead of listing the store.
+  const items = deps.catalog.imported ? filesWithPrefix(deps, key.key) : deps.objects.list(key.key);
   const it = items[Symbol.asyncIterator]();
   for (;;) {
     const r = await store(() => it.next());
@@ -298,8 +313,8 @@ export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Call
   fileKey(key);
   const info = await store(() => deps.objects.head(key.key));
   requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
-  if (!info || !(await store(() => deps.objects.delete(key.key)))) throw new AppError('NOT_FOUND');
-  await deps.images.forget(key.key);
+  if (!info || !(await removeFile(deps, key.key, () => store(() => deps.objects.delete(key.key)))))
+    throw new AppError('NOT_FOUND');
 }
 
 /** `DELETE /storage/m/<file>`: a new token, under the `delete`/`write` rules (as HBP). */
@@ -337,5 +352,6 @@ export async function revokeTokenAsAdmin(
 async function setNewToken(deps: StorageDeps, key: ParsedKey): Promise<ObjectInfo> {
   const info = await store(() => deps.objects.setToken(key.key, randomUUID()));
   if (!info) throw new AppError('NOT_FOUND');
+  await fileChanged(deps, info);
   return info;
 }

@@ -1,14 +1,18 @@
 /**
  * Uploads: one call (`uploadFile`) takes a file as it arrives (an IncomingFile, whatever the HTTP
- * encoding), decides the content type and the rules on its first bytes, streams it into the store under
- * the size limit, and forgets the image variants of the version it replaces.
+ * encoding), decides the content type and the rules on its first bytes, reserves its declared length
+ * against the uploader's quota, streams it into the store under the size limit, and completes it
+ * (files.ts completeUpload: the row, the reservation settled, the image variants of the old version
+ * forgotten).
  */
 import { randomUUID } from 'node:crypto';
 import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { ObjectInfo } from './backends/object-store.ts';
+import { completeUpload, UPLOAD_LEASE_MS } from './files.ts';
 import type { ParsedKey } from './keys.ts';
+import { extendQuota, type QuotaReservation, releaseQuota, reserveQuota } from './quotas.ts';
 import { NOT_YET_KNOWN } from './rules/expression.ts';
 import type { Operation } from './rules/rules.ts';
 import { type Caller, refused, ruleInput, type StorageDeps, store } from './service.ts';
@@ -28,10 +32,29 @@ export interface IncomingFile {
   /** The body length when the client declared it (raw uploads). */
   declaredSize?: number;
   /**
+   * An upper bound of the file's length when the request declares one but not the file's own (a
+   * multipart body's Content-Length): what the quota reserves for it.
+   */
+  sizeBound?: number;
+  /**
    * Reads what follows the file in the body and rejects (400) when it holds a second file. Awaited once
    * the file's bytes have all arrived, after the rules, before the object is committed.
    */
   checkRest?: () => Promise<void>;
+}
+
+/** The uploader a file's row and quota name: the token's user, or no one (admin secret, anonymous). */
+export function uploaderOf(caller: Caller): string | null {
+  if (caller.admin) return null;
+  const id = caller.auth?.['user-id'];
+  return typeof id === 'string' && id !== '' ? id : null;
+}
+
+function overQuota(declared: number): AppError {
+  return new AppError(
+    'QUOTA_EXCEEDED',
+    `The file is longer than the ${declared} bytes its request declared, which is what the quota reserved.`,
+  );
 }
 
 function tooLarge(config: Config): AppError {
@@ -80,6 +103,9 @@ export async function uploadFile(
   const held: Buffer[] = [];
   let peeking = true;
   let size = 0;
+  // Bytes the quota reserved (raw: Content-Length; multipart: the body's length); the stream may not pass it.
+  let reserved: QuotaReservation | undefined;
+  let reservedLimit = Number.POSITIVE_INFINITY;
   const release = (guard: Transform) => {
     peeking = false;
     head.resolve(Buffer.concat(held).subarray(0, SNIFF_BYTES));
@@ -91,6 +117,7 @@ export async function uploadFile(
     transform(chunk: Buffer, _enc, cb) {
       size += chunk.length;
       if (size > max) return cb(tooLarge(config));
+      if (size > reservedLimit) return cb(overQuota(reservedLimit));
       if (!peeking) return cb(null, chunk);
       held.push(chunk);
       if (size >= SNIFF_BYTES) release(this);
@@ -117,6 +144,8 @@ export async function uploadFile(
   });
 
   let info: ObjectInfo;
+  const ownerId = uploaderOf(caller);
+  let renew: NodeJS.Timeout | undefined;
   try {
     const head = await first;
     // The head is released early only once SNIFF_BYTES have come, so an empty head is an empty body:
@@ -130,12 +159,24 @@ export async function uploadFile(
       decideAtEnd = early.allowed === 'later';
     }
     settle(decideAtEnd);
+    // Reserved before any byte is written (413 stores nothing); the declared length, else the size limit.
+    const declared = Math.min(max, file.declaredSize ?? file.sizeBound ?? max);
+    const lease = () => new Date(deps.clock.now().getTime() + UPLOAD_LEASE_MS);
+    reserved = await reserveQuota(deps, { ownerId, key: key.key, bytes: declared, expiresAt: lease() });
+    // The reservation covers the overwritten file's size as credit: the stream may bring `declared`.
+    reservedLimit = declared;
+    const held = reserved;
+    renew = setInterval(() => void extendQuota(deps, held, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
+    renew.unref();
     const token = existing?.token || randomUUID();
     info = await store(() => objects.put(key.key, guard, { contentType, token }));
   } catch (err) {
+    clearInterval(renew);
     guard.destroy();
+    // Nothing was stored: the reservation goes (when even that fails, its lease runs out).
+    if (reserved) await releaseQuota(deps, reserved).catch(() => {});
     throw err;
   }
-  await deps.images.forget(key.key);
-  return info;
+  clearInterval(renew);
+  return completeUpload(deps, { info, ownerId, reservation: reserved });
 }

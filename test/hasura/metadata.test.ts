@@ -52,7 +52,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
   });
   after(() => new Promise<void>((r) => server.close(() => r())));
 
-  it('posts to /v1/query with the admin secret: 8 tables, then their relationships', async () => {
+  it('posts to /v1/query with the admin secret: 9 tables, then their relationships and the feed permission', async () => {
     const result = await applyHasuraMetadata(
       { endpoint: `${base}/v1/graphql`, adminSecret: 'the-secret' },
       log,
@@ -69,10 +69,11 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       'auth.providers',
       'auth.refresh_tokens',
       'auth.roles',
+      'auth.security_events',
       'public.users',
     ]);
     const firstRelationship = received.findIndex((r) => r.body.type !== 'track_table');
-    assert.equal(firstRelationship, 8, 'every table is tracked before any relationship');
+    assert.equal(firstRelationship, 9, 'every table is tracked before any relationship');
     const rel = (name: string, schema: string, table: string) =>
       received.find((r) => {
         const t = r.body.args.table as { schema: string; name: string } | undefined;
@@ -102,8 +103,20 @@ describe('Hasura metadata at start (contract 10.4)', () => {
         },
       },
     });
-    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 8);
-    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 6);
+    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 9);
+    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 7);
+    // The security feed: a user reads their own account's events only.
+    assert.deepEqual(received.at(-1)?.body, {
+      type: 'create_select_permission',
+      args: {
+        table: { schema: 'auth', name: 'security_events' },
+        role: 'user',
+        permission: {
+          columns: ['id', 'type', 'created_at', 'ip', 'user_agent', 'session_id', 'details'],
+          filter: { account: { user_id: { _eq: 'X-Hasura-User-Id' } } },
+        },
+      },
+    });
     // public.users was "already tracked": that call failed, the others went on.
     assert.deepEqual(result, { accepted: received.length - 1, failed: 1 });
   });
@@ -117,7 +130,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       { endpoint: `http://127.0.0.1:${port}/v1/graphql`, adminSecret: '' },
       log,
     );
-    assert.deepEqual(result, { accepted: 0, failed: 22 });
+    assert.deepEqual(result, { accepted: 0, failed: 26 });
     const before = received.length;
     await applyHasuraMetadata({ endpoint: `${base}/v1/graphql`, adminSecret: '' }, log);
     assert.ok(received.slice(before).every((r) => r.secret === undefined));
@@ -148,7 +161,7 @@ describe('the service process with HASURA_ENDPOINT', () => {
       const body = await readJson(req);
       calls.push(`${req.url} ${req.headers['x-hasura-admin-secret']} ${body.type}`);
       res.writeHead(200).end('{"message":"success"}');
-      if (calls.length === 22) done();
+      if (calls.length === 26) done();
     });
     await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
     const port = (engine.address() as AddressInfo).port;
@@ -162,8 +175,8 @@ describe('the service process with HASURA_ENDPOINT', () => {
     });
     await running.listening;
     await allCalls;
-    assert.equal(calls.length, 22);
+    assert.equal(calls.length, 26);
     assert.ok(calls.every((c) => c.startsWith('/v1/query engine-secret ')));
-    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 8);
+    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 9);
   });
 });

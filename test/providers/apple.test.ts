@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { decodeProtectedHeader, jwtVerify } from 'jose';
+import { ConfigError } from '../../src/config.ts';
 import { newEmail } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { Browser } from '../helpers/browser.ts';
@@ -132,3 +133,27 @@ for (const db of dbKinds()) {
     });
   });
 }
+
+describe('Sign in with Apple: an unreadable key', () => {
+  it('is a start error naming APPLE_PRIVATE_KEY, said with the other settings, never at a sign-in', async () => {
+    const secret = 'not-a-key-but-secret-looking-value';
+    await assert.rejects(
+      buildTestApp('pglite', {
+        SERVER_URL: SERVICE,
+        APPLE_ENABLED: true,
+        APPLE_CLIENT_ID: CLIENT_ID,
+        APPLE_TEAM_ID: TEAM,
+        APPLE_KEY_ID: KEY_ID,
+        APPLE_PRIVATE_KEY: secret,
+      }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError, String(err));
+        assert.deepEqual(err.problems, [
+          'APPLE_PRIVATE_KEY is not a readable private key (base64 of the .p8 file, or its PEM text)',
+        ]);
+        assert.ok(!err.message.includes(secret));
+        return true;
+      },
+    );
+  });
+});

@@ -166,6 +166,107 @@ for (const kind of dbKinds()) {
       assert.equal(s.user.id, userId);
     });
 
+    /** Follows the newest magic link mailed to `email`: the redirect that carries the session. */
+    async function followMagicLink(email: string) {
+      const asked = await post(t, '/auth/login', { email });
+      assert.equal(asked.statusCode, 200, asked.body);
+      await t.ctx.tasks.idle();
+      const token = t.smtp.last(email).headers.get('x-token') as string;
+      const followed = await t.app.inject({
+        method: 'GET',
+        url: `/auth/magic-link?action=log-in&token=${token}`,
+      });
+      assert.equal(followed.statusCode, 302, followed.body);
+      return followed;
+    }
+
+    /** The attacker's own identity at the provider (another address, which it vouches for). */
+    const attackerAt = () => ({
+      sub: `attacker-${++n}-${Date.now()}`,
+      email: newEmail('attacker-own'),
+      email_verified: true,
+      name: 'Attacker',
+    });
+
+    it('an attacker who pre-registers the victim\u2019s address and links their own provider identity loses that way in when the victim proves the mailbox with a password reset', async () => {
+      const victim = newEmail('victim');
+      const attacker = await registerActive(t, victim);
+      const login = await passwordLogin(t, victim, ATTACKER_PASSWORD);
+      const attackerRefresh = login.json().refresh_token as string;
+      const own = attackerAt();
+      peer.signInAs(own);
+      const linked = await new Browser(t.app, SERVICE).go(START, {
+        headers: { authorization: `Bearer ${attacker.jwt}` },
+      });
+      assert.equal((await sessionOf(t, refreshTokenOf(linked))).user.id, attacker.userId, 'linked');
+      assert.equal((await linksOf(t, attacker.userId)).length, 1);
+
+      const newPassword = await proveByPasswordReset(victim);
+
+      assert.deepEqual(await linksOf(t, attacker.userId), [], 'the link made before the proof is gone');
+      peer.signInAs(own);
+      const back = await new Browser(t.app, SERVICE).go(START);
+      const theirs = await sessionOf(t, refreshTokenOf(back));
+      assert.notEqual(
+        theirs.user.id,
+        attacker.userId,
+        'the attacker\u2019s identity no longer reaches the account',
+      );
+      const old = await t.app.inject({
+        method: 'GET',
+        url: `/auth/token/refresh?refresh_token=${attackerRefresh}`,
+      });
+      assert.equal(old.statusCode, 401, 'the attacker\u2019s session ended');
+      assert.equal((await passwordLogin(t, victim, newPassword)).statusCode, 200, 'the owner signs in');
+    });
+
+    it('an attacker who pre-registers the victim\u2019s address loses its password, sessions and provider link when the victim signs in by magic link', async () => {
+      const victim = newEmail('victim');
+      const attacker = await registerActive(t, victim);
+      const login = await passwordLogin(t, victim, ATTACKER_PASSWORD);
+      const attackerRefresh = login.json().refresh_token as string;
+      const attackerJwt = login.json().jwt_token as string;
+      peer.signInAs(attackerAt());
+      await new Browser(t.app, SERVICE).go(START, { headers: { authorization: `Bearer ${attacker.jwt}` } });
+      assert.equal((await linksOf(t, attacker.userId)).length, 1);
+
+      const followed = await followMagicLink(victim);
+      assert.match(String(followed.headers.location), /refresh_token=/, 'the owner is signed in');
+
+      assert.equal(
+        (await passwordLogin(t, victim, ATTACKER_PASSWORD)).statusCode,
+        401,
+        'the password is gone',
+      );
+      assert.deepEqual(await linksOf(t, attacker.userId), []);
+      const old = await t.app.inject({
+        method: 'GET',
+        url: `/auth/token/refresh?refresh_token=${attackerRefresh}`,
+      });
+      assert.equal(old.statusCode, 401, 'the attacker\u2019s session ended');
+      const reading = await t.app.inject({
+        method: 'GET',
+        url: '/auth/sessions',
+        headers: { authorization: `Bearer ${attackerJwt}` },
+      });
+      assert.equal(reading.statusCode, 401, 'and its access token at once');
+    });
+
+    it('an address proven once keeps its password and provider link through later resets and magic links', async () => {
+      const owner = newEmail('owner');
+      const me = await registerActive(t, owner);
+      const password = await proveByPasswordReset(owner);
+      const relogin = await passwordLogin(t, owner, password);
+      peer.signInAs(victimAt(owner));
+      await new Browser(t.app, SERVICE).go(START, {
+        headers: { authorization: `Bearer ${relogin.json().jwt_token}` },
+      });
+      assert.equal((await linksOf(t, me.userId)).length, 1);
+      await followMagicLink(owner);
+      assert.equal((await linksOf(t, me.userId)).length, 1, 'the link stays');
+      assert.equal((await passwordLogin(t, owner, password)).statusCode, 200, 'the password stays');
+    });
+
     it('the owner of an unproven address links the provider explicitly while signed in', async () => {
       const owner = newEmail('owner');
       const me = await registerActive(t, owner);

@@ -7,23 +7,55 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { appHome, serviceLink } from '../../mail/links.ts';
-import { accountLocale, loadProfile, markEmailProven, type ProofMethod } from '../accounts-store.ts';
-import type { AuthDeps } from '../deps.ts';
+import {
+  accountLocale,
+  clearPasswordHash,
+  loadProfile,
+  markEmailProven,
+  type ProofMethod,
+} from '../accounts-store.ts';
+import type { AuthDeps, SessionDeps } from '../deps.ts';
+import { deleteAccountLinks } from '../oauth/links-store.ts';
+import { endAllSessions } from '../sessions.ts';
 import { type ConsumedTicket, issueTicket } from '../tickets-store.ts';
 
 /**
  * Following a link proves the mailbox it was mailed to: every emailed ticket names its address
  * (`sent_to`), and the account's address is recorded as proven when it is still that one. A ticket
  * without it (a reset link printed for support, a link from before proofs were recorded) proves nothing.
+ * True when this is the address's first proof.
  */
 export async function proveMailedAddress(
   deps: Pick<AuthDeps, 'clock'>,
   tx: Queryable,
   used: ConsumedTicket,
   by: ProofMethod,
-): Promise<void> {
+): Promise<boolean> {
   const to = used.payload.sent_to;
-  if (typeof to === 'string') await markEmailProven(tx, used.accountId, to, { by, at: deps.clock.now() });
+  if (typeof to !== 'string') return false;
+  const { first } = await markEmailProven(tx, used.accountId, to, { by, at: deps.clock.now() });
+  return first;
+}
+
+/**
+ * The first proof of an active account's address, by a link that lets its follower in without the
+ * password (magic link, password reset), hands the account to the mailbox's owner, and only to them.
+ * Until then the account was whoever typed the address in (a registration with auto-activation, a
+ * direct email change): they may hold its password, sessions and provider links, and would keep their
+ * way into what the real owner does next. So the ways in that do not come from the mailbox end here:
+ * every session, every provider link and, for a magic link, the password (a reset replaces it anyway).
+ * The second factor stays: alone it lets nobody in, and removing it would let a mailbox alone undo it on
+ * the accounts moved from HBP, whose addresses carry no proof.
+ */
+export async function handOverToMailbox(
+  deps: SessionDeps,
+  tx: Queryable,
+  accountId: string,
+  by: 'magic-link' | 'password-reset',
+): Promise<void> {
+  await deleteAccountLinks(tx, accountId);
+  if (by === 'magic-link') await clearPasswordHash(tx, accountId);
+  await endAllSessions(deps, accountId, undefined, tx);
 }
 
 export interface ActivationInput {

@@ -12,7 +12,7 @@ import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-st
 import type { AuthDeps } from '../deps.ts';
 import { issueSession, type Session } from '../sessions.ts';
 import { consumeTicket, issueTicket } from '../tickets-store.ts';
-import { issueMagicLink, type MagicAction, proveMailedAddress } from './link-emails.ts';
+import { handOverToMailbox, issueMagicLink, type MagicAction, proveMailedAddress } from './link-emails.ts';
 import { completeRegistration } from './registration.ts';
 
 /** What following an emailed link (activation, magic link) leads to: a session, or the MFA step. */
@@ -77,7 +77,8 @@ export async function followMagicLink(
     }
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;
-    if (input.action === 'log-in') await proveMailedAddress(deps, tx, used, 'magic-link');
+    if (input.action === 'log-in' && (await proveMailedAddress(deps, tx, used, 'magic-link')))
+      await handOverToMailbox(deps, tx, account.id, 'magic-link');
     if (account.mfa_enabled) {
       const { ticket } = await issueTicket(tx, deps.config, now, {
         accountId: account.id,

@@ -1,5 +1,7 @@
 /**
- * Sign-in with OAuth and OpenID Connect providers (contract §5, with HBP's defects D11 fixed).
+ * Sign-in with OAuth and OpenID Connect providers (contract §5, with HBP's defects D11 fixed): the
+ * account half. The protocols (authorization URL, code exchange, ID token, profile) live in
+ * auth/oauth/identity.ts and know nothing of accounts; this module decides what an identity may do.
  *
  * - **Start** (`GET /auth/providers/<p>`): a random `state` (OAuth 1.0a: the request token), a PKCE
  *   verifier where the provider supports it and, for OpenID Connect, a `nonce` are remembered in
@@ -25,7 +27,7 @@ import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import { type AccountRow, findAccountById, insertAccount, lockAccountByEmail } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { SecretBox, SecretBoxError } from '../mfa/secret-box.ts';
-import { getWithToken, invalidResponse, jsonObject, type ProviderHttp } from '../oauth/http.ts';
+import { acquireIdentity, authorizationRequest, type StoredTokens } from '../oauth/identity.ts';
 import {
   accountLinks,
   deleteLink,
@@ -37,20 +39,8 @@ import {
   lockAccount,
   saveLinkTokens,
 } from '../oauth/links-store.ts';
-import * as oauth1 from '../oauth/oauth1.ts';
-import { exchangeCode, pkceChallenge, randomValue, type TokenSet, withQuery } from '../oauth/oauth2.ts';
-import { issuerSupportsPkce, OidcIssuer, tokenAuthMethod, validateIdToken } from '../oauth/oidc.ts';
-import {
-  enabledProviders,
-  type OAuth1Provider,
-  type OAuth2Provider,
-  type OidcProvider,
-  oidcProfile,
-  type Provider,
-  type ProviderName,
-  type ProviderProfile,
-  subjectOf,
-} from '../oauth/providers.ts';
+import { type Provider, type ProviderName, type ProviderProfile, subjectOf } from '../oauth/providers.ts';
+import type { ProviderRegistry } from '../oauth/registry.ts';
 import {
   consumeProviderRequest,
   insertProviderRequest,
@@ -61,36 +51,6 @@ import { sha256Hex } from '../secrets.ts';
 import { issueSession, type Session } from '../sessions.ts';
 import { issueTicket } from '../tickets-store.ts';
 import { chooseRoles, completeRegistration } from './registration.ts';
-
-/** The enabled providers with their discovery caches; one per app. */
-export class ProviderRegistry {
-  readonly providers: Map<ProviderName, Provider>;
-  readonly http: ProviderHttp;
-  private readonly issuers = new Map<ProviderName, OidcIssuer>();
-
-  constructor(ctx: Pick<AuthDeps, 'config' | 'clock'>) {
-    this.providers = enabledProviders(ctx.config);
-    this.http = { timeoutMs: ctx.config.PROVIDER_REQUEST_TIMEOUT };
-    for (const p of this.providers.values()) {
-      if (p.kind === 'oidc')
-        this.issuers.set(
-          p.name,
-          new OidcIssuer(p.issuer, this.http, {
-            requireHttps: ctx.config.isProduction,
-            now: () => ctx.clock.now().getTime(),
-          }),
-        );
-    }
-  }
-
-  get(name: string): Provider | undefined {
-    return this.providers.get(name as ProviderName);
-  }
-
-  issuer(p: OidcProvider): OidcIssuer {
-    return this.issuers.get(p.name) as OidcIssuer;
-  }
-}
 
 /** The auth dependencies plus the provider registry and the box that seals provider tokens. */
 export interface OAuthDeps extends AuthDeps {
@@ -124,61 +84,21 @@ export async function startProviderSignIn(deps: OAuthDeps, input: StartInput): P
     linkAccountId = account.id;
   }
   const now = deps.clock.now();
-  const redirectUri = callbackUrl(deps, provider.name);
-  const base = {
+  const pending = await authorizationRequest(deps.registry, provider, callbackUrl(deps, provider.name));
+  await insertProviderRequest(deps.db, {
     provider: provider.name,
+    key: pending.key,
     binding: input.binding,
     redirectTo: input.redirectTo,
     useCookie: input.useCookie,
     linkAccountId,
+    codeVerifier: pending.codeVerifier,
+    nonce: pending.nonce,
+    requestTokenSecret: pending.requestTokenSecret,
     createdAt: now,
     expiresAt: new Date(now.getTime() + deps.config.PROVIDER_STATE_EXPIRES_IN * 60_000),
-  };
-  if (provider.kind === 'oauth1') {
-    const rt = await oauth1.requestToken(
-      deps.registry.http,
-      provider.requestTokenUrl,
-      oauth1Creds(provider),
-      redirectUri,
-    );
-    await insertProviderRequest(deps.db, { ...base, key: rt.token, requestTokenSecret: rt.secret });
-    return withQuery(provider.authorizationUrl, { oauth_token: rt.token });
-  }
-  const state = randomValue();
-  let authorizationUrl: string;
-  let pkce: boolean;
-  let nonce: string | undefined;
-  if (provider.kind === 'oidc') {
-    const { metadata } = await deps.registry.issuer(provider).discover();
-    authorizationUrl = metadata.authorization_endpoint;
-    pkce = issuerSupportsPkce(metadata);
-    nonce = randomValue();
-  } else {
-    authorizationUrl = provider.authorizationUrl;
-    pkce = provider.pkce;
-  }
-  const codeVerifier = pkce ? randomValue() : undefined;
-  await insertProviderRequest(deps.db, { ...base, key: state, codeVerifier, nonce });
-  return withQuery(authorizationUrl, {
-    response_type: 'code',
-    client_id: provider.clientId,
-    redirect_uri: redirectUri,
-    scope: provider.scope,
-    state,
-    nonce,
-    code_challenge: codeVerifier ? pkceChallenge(codeVerifier) : undefined,
-    code_challenge_method: codeVerifier ? 'S256' : undefined,
-    response_mode: provider.responseMode === 'form_post' ? 'form_post' : undefined,
   });
-}
-
-function oauth1Creds(p: OAuth1Provider, token?: { token: string; secret: string }): oauth1.OAuth1Credentials {
-  return {
-    consumerKey: p.consumerKey,
-    consumerSecret: p.consumerSecret,
-    token: token?.token,
-    tokenSecret: token?.secret,
-  };
+  return pending.url;
 }
 
 /** The enabled provider of that name; 404 for a disabled or unknown one. */
@@ -217,158 +137,6 @@ async function claimRequest(
   return request;
 }
 
-/** What the callback learnt from the provider. */
-interface Identity {
-  profile: ProviderProfile;
-  tokens: StoredTokens;
-}
-
-/** Provider tokens as stored (sealed) and returned by GET /auth/providers/<p>/tokens. */
-export interface StoredTokens {
-  access_token: string;
-  token_type?: string;
-  refresh_token?: string;
-  id_token?: string;
-  scope?: string;
-  /** ISO instant the access token expires, when the provider said. */
-  expires_at?: string;
-  /** OAuth 1.0a only: the token secret that signs requests with access_token. */
-  token_secret?: string;
-}
-
-function storedTokens(t: TokenSet, now: Date): StoredTokens {
-  return {
-    access_token: t.access_token,
-    token_type: t.token_type,
-    refresh_token: t.refresh_token,
-    id_token: t.id_token,
-    scope: t.scope,
-    expires_at: t.expires_in ? new Date(now.getTime() + t.expires_in * 1000).toISOString() : undefined,
-  };
-}
-
-async function oauth2Identity(
-  deps: OAuthDeps,
-  p: OAuth2Provider,
-  request: ProviderRequest,
-  code: string,
-): Promise<Identity> {
-  const tokens = await exchangeCode(deps.registry.http, {
-    tokenUrl: p.tokenUrl,
-    clientId: p.clientId,
-    clientSecret: p.clientSecret,
-    auth: p.tokenAuth,
-    code,
-    redirectUri: callbackUrl(deps, p.name),
-    codeVerifier: request.codeVerifier ?? undefined,
-  });
-  return {
-    profile: await p.profile(deps.registry.http, tokens),
-    tokens: storedTokens(tokens, deps.clock.now()),
-  };
-}
-
-async function oidcIdentity(
-  deps: OAuthDeps,
-  p: OidcProvider,
-  request: ProviderRequest,
-  params: Record<string, string>,
-): Promise<Identity> {
-  const { metadata, keys } = await deps.registry.issuer(p).discover();
-  const now = deps.clock.now();
-  const tokens = await exchangeCode(deps.registry.http, {
-    tokenUrl: metadata.token_endpoint,
-    clientId: p.clientId,
-    clientSecret: await p.clientSecret(now),
-    auth: p.name === 'apple' ? 'post' : tokenAuthMethod(metadata),
-    code: params.code as string,
-    redirectUri: callbackUrl(deps, p.name),
-    codeVerifier: request.codeVerifier ?? undefined,
-  });
-  if (!tokens.id_token) throw new AppError('ID_TOKEN_INVALID', 'The provider returned no ID token.');
-  const claims: Record<string, unknown> = await validateIdToken(tokens.id_token, keys, {
-    issuer: p.issuer,
-    clientId: p.clientId,
-    nonce: request.nonce ?? '',
-    now,
-    algorithms: metadata.id_token_signing_alg_values_supported,
-  });
-  if (p.userinfo && metadata.userinfo_endpoint)
-    await addUserinfo(deps, metadata.userinfo_endpoint, tokens, claims);
-  if (p.name === 'apple') addAppleName(claims, params.user);
-  return { profile: oidcProfile(p, claims), tokens: storedTokens(tokens, now) };
-}
-
-/**
- * Completes the ID token's claims with the userinfo endpoint's (Core §5.3). Its `sub` must be the ID
- * token's (§5.3.2). The email and email_verified are taken as a pair from the same source.
- */
-async function addUserinfo(
-  deps: OAuthDeps,
-  url: string,
-  tokens: TokenSet,
-  claims: Record<string, unknown>,
-): Promise<void> {
-  const info = jsonObject(
-    await getWithToken(deps.registry.http, 'userinfo', url, tokens.access_token),
-    'userinfo',
-  );
-  if (info.sub !== claims.sub) throw invalidResponse('userinfo (another subject)');
-  const fromInfo = claims.email === undefined && typeof info.email === 'string';
-  for (const [k, v] of Object.entries(info)) {
-    if (k === 'email' || k === 'email_verified') continue;
-    if (claims[k] === undefined) claims[k] = v;
-  }
-  if (fromInfo) {
-    claims.email = info.email;
-    claims.email_verified = info.email_verified;
-  }
-}
-
-/** Apple sends the name once, in the first callback's `user` field (JSON), not in the ID token. */
-function addAppleName(claims: Record<string, unknown>, user: string | undefined): void {
-  if (!user) return;
-  try {
-    const parsed = JSON.parse(user) as { name?: { firstName?: unknown; lastName?: unknown } };
-    if (typeof parsed.name?.firstName === 'string') claims.given_name ??= parsed.name.firstName;
-    if (typeof parsed.name?.lastName === 'string') claims.family_name ??= parsed.name.lastName;
-  } catch {
-    // Not JSON: no name.
-  }
-}
-
-async function oauth1Identity(
-  deps: OAuthDeps,
-  p: OAuth1Provider,
-  request: ProviderRequest,
-  params: Record<string, string>,
-): Promise<Identity> {
-  const verifier = params.oauth_verifier;
-  if (!verifier) throw new AppError('PROVIDER_DENIED');
-  const http = deps.registry.http;
-  const requestToken = { token: params.oauth_token as string, secret: request.requestTokenSecret ?? '' };
-  const access = await oauth1.accessToken(http, p.accessTokenUrl, oauth1Creds(p, requestToken), verifier);
-  const profile = await oauth1.signedGet(http, 'profile', p.profileUrl, oauth1Creds(p, access));
-  const text = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
-  const id = text(profile.id_str) ?? (typeof profile.id === 'number' ? String(profile.id) : null);
-  if (id === null)
-    throw new AppError(
-      'PROVIDER_RESPONSE_INVALID',
-      'The sign-in provider answered an invalid profile (no id).',
-    );
-  return {
-    profile: {
-      subject: id,
-      email: text(profile.email),
-      // Twitter does not say in its answer whether the address was confirmed.
-      emailVerified: false,
-      displayName: text(profile.name) ?? text(profile.screen_name),
-      avatarUrl: text(profile.profile_image_url_https),
-    },
-    tokens: { access_token: access.token, token_secret: access.secret },
-  };
-}
-
 /**
  * Finishes a sign-in from the provider's callback parameters (query, or Apple's form body) and the
  * browser's binding cookie.
@@ -378,18 +146,16 @@ export async function finishProviderSignIn(
   input: { provider: Provider; params: Record<string, string>; binding: string | undefined },
 ): Promise<ProviderOutcome> {
   const { provider, params } = input;
+  // Used up first, whatever the provider says next: a callback is good for one try.
   const request = await claimRequest(deps, provider, params, input.binding);
-  // The person cancelled, or the provider refused (RFC 6749 §4.1.2.1; OAuth 1.0a: `denied`).
-  if (params.error !== undefined || params.denied !== undefined) throw new AppError('PROVIDER_DENIED');
-  let identity: Identity;
-  if (provider.kind === 'oauth1') identity = await oauth1Identity(deps, provider, request, params);
-  else {
-    if (!params.code) throw new AppError('PROVIDER_DENIED', 'The provider sent no authorization code.');
-    identity =
-      provider.kind === 'oidc'
-        ? await oidcIdentity(deps, provider, request, params)
-        : await oauth2Identity(deps, provider, request, params.code);
-  }
+  const identity = await acquireIdentity(
+    deps.registry,
+    provider,
+    request,
+    params,
+    callbackUrl(deps, provider.name),
+    deps.clock.now(),
+  );
   const common = { redirectTo: request.redirectTo ?? undefined, useCookie: request.useCookie };
   return deps.db.transaction(async (tx) => {
     const account = await resolveAccount(deps, tx, provider, identity.profile, request.linkAccountId);

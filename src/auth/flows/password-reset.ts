@@ -20,7 +20,7 @@ import type { AuthDeps } from '../deps.ts';
 import { checkBreached } from '../passwords.ts';
 import { endAllSessions } from '../sessions.ts';
 import { consumeTicket, issueTicket, peekTicket, retireTickets } from '../tickets-store.ts';
-import { proveMailedAddress } from './link-emails.ts';
+import { handOverToMailbox, proveMailedAddress } from './link-emails.ts';
 
 /** POST /auth/change-password/request: resolves once the request is durably recorded. */
 export async function requestPasswordReset(
@@ -94,7 +94,8 @@ export async function resetPassword(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
-    await proveMailedAddress(deps, tx, used, 'password-reset');
+    if (await proveMailedAddress(deps, tx, used, 'password-reset'))
+      await handOverToMailbox(deps, tx, account.id, 'password-reset');
     await retireTickets(tx, now, account.id);
     await endAllSessions(deps, account.id, undefined, tx);
   });

@@ -81,6 +81,16 @@ export async function deleteLink(tx: Queryable, accountId: string, provider: str
   return rowCount > 0;
 }
 
+/** Removes every provider link of the account; the providers whose links went. */
+export async function deleteAccountLinks(tx: Queryable, accountId: string): Promise<string[]> {
+  const { rows } = await tx.query<{ auth_provider: string }>(
+    'DeleteAccountProviderLinks',
+    'DELETE FROM auth.account_providers WHERE account_id = $1 RETURNING auth_provider',
+    [accountId],
+  );
+  return rows.map((r) => r.auth_provider);
+}
+
 /** Stores (or replaces) the sealed tokens of a link. */
 export async function saveLinkTokens(
   db: Queryable,

@@ -8,6 +8,7 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { Config } from '../../config.ts';
+import { KeyError } from '../key-material.ts';
 import { getWithToken, invalidResponse, jsonObject, type ProviderHttp } from './http.ts';
 import type { TokenSet } from './oauth2.ts';
 
@@ -67,6 +68,10 @@ export interface OidcProvider extends Common {
   emailTrusted(claims: Record<string, unknown>): boolean;
   /** Prefix of the stored subject (the generic provider's issuer may change; see subjectOf). */
   qualifySubject: boolean;
+  /** The token endpoint's client authentication when the discovery document is not to be followed. */
+  tokenAuth?: 'basic' | 'post';
+  /** Claims the callback itself carries beside the code (Apple sends the name once, as a form field). */
+  callbackClaims?(params: Record<string, string>): Record<string, unknown>;
 }
 
 export interface OAuth1Provider extends Common {
@@ -199,7 +204,31 @@ export function subjectOf(provider: Provider, profile: ProviderProfile): string 
 /** The Apple key: base64 of the .p8 file (HBP), or the PEM itself. */
 export function applePrivateKey(value: string): KeyObject {
   const pem = value.includes('-----BEGIN') ? value : Buffer.from(value, 'base64').toString('utf8');
-  return createPrivateKey(pem.replace(/\\n/g, '\n'));
+  try {
+    return createPrivateKey(pem.replace(/\\n/g, '\n'));
+  } catch {
+    // Said at start, with the other settings' problems (context.ts), never at a sign-in.
+    throw new KeyError(
+      'APPLE_PRIVATE_KEY is not a readable private key (base64 of the .p8 file, or its PEM text)',
+    );
+  }
+}
+
+/**
+ * Apple sends the person's name once, in the first callback's `user` form field (JSON), never in the ID
+ * token: given_name and family_name for the profile.
+ */
+function appleNameClaims(params: Record<string, string>): Record<string, unknown> {
+  if (!params.user) return {};
+  try {
+    const parsed = JSON.parse(params.user) as { name?: { firstName?: unknown; lastName?: unknown } };
+    const claims: Record<string, unknown> = {};
+    if (typeof parsed.name?.firstName === 'string') claims.given_name = parsed.name.firstName;
+    if (typeof parsed.name?.lastName === 'string') claims.family_name = parsed.name.lastName;
+    return claims;
+  } catch {
+    return {}; // Not JSON: no name.
+  }
 }
 
 /** Apple's client secret: an ES256 JWT from the team, for the client, valid 5 minutes. */
@@ -308,6 +337,8 @@ export function enabledProviders(c: Config): Map<ProviderName, Provider> {
       // Apple verifies every address it shares, its private relay addresses included.
       emailTrusted: (cl) => claimTrue(cl.email_verified),
       qualifySubject: false,
+      tokenAuth: 'post',
+      callbackClaims: appleNameClaims,
     });
   if (c.WINDOWS_LIVE_ENABLED)
     add({

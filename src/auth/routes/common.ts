@@ -1,10 +1,17 @@
 /** Small pieces shared by the auth route files. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
+import type { EventClient } from '../../events/types.ts';
 import { presentedAccessToken, REFRESH_COOKIE, signedCookie } from '../../http/identity.ts';
 import { AUTH_TIME_CLAIM, tokenFacts } from '../jwt.ts';
 import type { Reauthentication } from '../reauth.ts';
 import type { OwnSignIn } from '../sessions.ts';
+
+/** The client of a request, as sessions and security events record it (the address as TRUST_PROXY allows). */
+export function requestClient(request: FastifyRequest): EventClient {
+  const ua = request.headers['user-agent'];
+  return { ip: request.ip, userAgent: typeof ua === 'string' && ua !== '' ? ua : null };
+}
 
 /**
  * A POST without a body is validated as `{}`, so the answer names the missing field
@@ -47,6 +54,7 @@ export function ownSignIn(request: FastifyRequest): OwnSignIn {
     // Names only the sign-in to keep, so no CSRF check: the credential is the access token that
     // signed-in context's hook verified (and checked for CSRF when it came from a cookie).
     refreshToken: signedCookie(request, REFRESH_COOKIE),
+    client: requestClient(request),
   };
 }
 

@@ -12,8 +12,7 @@ import { documentsOnly, gate, notServed, registerWhen } from '../../http/switche
 import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
-import { sessionBegunBy } from '../session-response.ts';
-import { recordSessionClient } from '../sessions.ts';
+import type { ProviderRegistry } from '../oauth/registry.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
@@ -25,35 +24,21 @@ import { loginRoute } from './login.ts';
 import { logoutRoute } from './logout.ts';
 import { providerRoutes } from './providers/index.ts';
 import { registerRoute } from './register.ts';
+import { securityEventsRoute } from './security-events.ts';
 import { sessionsRoutes } from './sessions.ts';
 import { tokenRefreshRoute } from './token-refresh.ts';
 import { tokenRevokeRoute } from './token-revoke.ts';
 
-export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox | undefined }> = async (
-  app,
-  opts,
-) => {
+export const authRoutes: FastifyPluginAsync<{
+  deps: AuthDeps;
+  mfaBox: SecretBox | undefined;
+  providers: ProviderRegistry;
+}> = async (app, opts) => {
   const { deps } = opts;
   const c = deps.config;
   // Unknown and switched-off /auth paths answer inside this group, so they carry its no-cache headers too.
   app.setNotFoundHandler(async () => {
     throw new AppError('NOT_FOUND');
-  });
-  // A reply that hands out a new session records the client it began from (GET /auth/sessions shows it).
-  // Best effort: the session is already committed and its answer decided, so a database that fails here
-  // (an outage) leaves the description empty rather than turning the sign-in into an error.
-  app.addHook('onSend', async (request, reply) => {
-    const sid = sessionBegunBy(reply);
-    if (sid === undefined) return;
-    const ua = request.headers['user-agent'];
-    try {
-      await recordSessionClient(deps, sid, {
-        userAgent: typeof ua === 'string' ? ua : undefined,
-        ip: request.ip,
-      });
-    } catch (err) {
-      request.log.warn({ err }, 'the new session was not described (its client stays unknown)');
-    }
   });
   await app.register(registerRoute, { deps });
   await app.register(loginRoute, { deps });
@@ -67,6 +52,7 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     signedInRoutes(async (signedIn) => {
       await signedIn.register(tokenRevokeRoute, { deps });
       await signedIn.register(sessionsRoutes, { deps });
+      await signedIn.register(securityEventsRoute, { deps });
       await signedIn.register(changePasswordRoute, { deps });
       await registerWhen(signedIn, gate(c, { CHANGE_EMAIL_ENABLED: true, VERIFY_EMAILS: false }), (s) =>
         s.register(changeEmailRoute, { deps }),
@@ -85,5 +71,5 @@ export const authRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox 
     }),
   );
   await app.register(emailRoutes, { deps });
-  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox });
+  await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox, registry: opts.providers });
 };

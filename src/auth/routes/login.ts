@@ -14,7 +14,7 @@ import { RedirectTo } from '../redirects.ts';
 import { CookieFlag, CurrentPassword, Email, Session } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
 import { type SignInLimits, signIn } from '../sign-in.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { bodyDefaultsToObject, requestClient } from './common.ts';
 import { consumeEmailQuota } from './email-quota.ts';
 
 /** Every field some configuration accepts, each optional: what the handler may find in a body. */
@@ -99,6 +99,7 @@ export const loginRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
         redirectTo: body.redirect_to,
         adminSecret: typeof adminSecret === 'string' ? adminSecret : undefined,
         address: request.ip,
+        userAgent: requestClient(request).userAgent,
       });
       if (result.kind === 'magic-link') return { magicLink: true as const };
       if (result.kind === 'mfa') return { mfa: true as const, ticket: result.ticket };

@@ -102,10 +102,13 @@ async function multipartFile(request: FastifyRequest): Promise<IncomingFile> {
         `Unexpected file part "${part.fieldname}": send one file part named "file".`,
       );
     }
+    const length = request.headers['content-length'];
     return {
       stream: fromParser(part.file),
       filename: part.filename,
       mimetype: part.mimetype,
+      // The whole body's length bounds the file's: what the quota reserves for it.
+      sizeBound: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined,
       async checkRest() {
         for (;;) {
           const rest = await next();

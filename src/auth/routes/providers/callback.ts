@@ -42,7 +42,8 @@ export const providerCallbackRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps 
   app,
   { deps },
 ) => {
-  const names = [...deps.registry.providers.keys()];
+  const { registry } = deps;
+  const names = [...registry.providers.keys()];
 
   const finish = async (
     request: FastifyRequest,
@@ -75,7 +76,7 @@ export const providerCallbackRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps 
       schema: {
         tags: ['auth', 'providers'],
         summary: 'The redirect URL registered with the provider: finishes the sign-in',
-        params: ProviderParam(names.filter((n) => deps.registry.get(n)?.responseMode === 'query')),
+        params: ProviderParam(names.filter((n) => registry.get(n)?.responseMode === 'query')),
         querystring: CallbackParams,
         response,
       },
@@ -83,26 +84,28 @@ export const providerCallbackRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps 
     (request, reply) => finish(request, reply, request.params.provider, request.query, 'GET'),
   );
 
-  // Apple's response_mode=form_post; the form parser lives only in this context.
-  const applePost: FastifyPluginAsyncTypebox = async (form) => {
+  // response_mode=form_post (Apple): a cross-site form POST; the form parser lives only in this context.
+  const formPost = registry.formPostNames();
+  const formCallback: FastifyPluginAsyncTypebox = async (form) => {
     form.addContentTypeParser(
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: 64 * 1024 },
       (_req, body, done) => done(null, Object.fromEntries(new URLSearchParams(body as string))),
     );
     form.post(
-      '/providers/apple/callback',
+      '/providers/:provider/callback',
       {
         schema: {
           tags: ['auth', 'providers'],
-          summary: 'Apple comes back with a cross-site form POST (response_mode=form_post)',
+          summary: 'Providers that come back with a cross-site form POST (response_mode=form_post: Apple)',
           consumes: ['application/x-www-form-urlencoded'],
+          params: ProviderParam(formPost),
           body: CallbackParams,
           response,
         },
       },
-      (request, reply) => finish(request, reply, 'apple', request.body, 'POST'),
+      (request, reply) => finish(request, reply, request.params.provider, request.body, 'POST'),
     );
   };
-  if (deps.registry.get('apple')) await app.register(applePost);
+  if (formPost.length > 0) await app.register(formCallback);
 };

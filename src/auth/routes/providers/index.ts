@@ -7,18 +7,20 @@ import type { FastifyPluginAsync } from 'fastify';
 import { signedInRoutes } from '../../../http/identity.ts';
 import { documentsOnly, type Gate, gate, notServed, registerWhen } from '../../../http/switched-off.ts';
 import type { AuthDeps } from '../../deps.ts';
-import { type OAuthDeps, ProviderRegistry, providerTokenBox } from '../../flows/oauth.ts';
+import { type OAuthDeps, providerTokenBox } from '../../flows/oauth.ts';
 import type { SecretBox } from '../../mfa/secret-box.ts';
+import type { ProviderRegistry } from '../../oauth/registry.ts';
 import { providerCallbackRoute } from './callback.ts';
 import { providerStartRoute } from './start.ts';
 import { providerTokensRoute } from './tokens.ts';
 import { providerUnlinkRoute } from './unlink.ts';
 
-export const providerRoutes: FastifyPluginAsync<{ deps: AuthDeps; mfaBox: SecretBox | undefined }> = async (
-  app,
-  opts,
-) => {
-  const registry = new ProviderRegistry(opts.deps);
+export const providerRoutes: FastifyPluginAsync<{
+  deps: AuthDeps;
+  mfaBox: SecretBox | undefined;
+  registry: ProviderRegistry;
+}> = async (app, opts) => {
+  const { registry } = opts;
   const anyProvider: Gate = {
     on: registry.providers.size > 0,
     enabledBy: 'a provider, e.g. GITHUB_ENABLED=true (docs/providers.md)',

@@ -1,0 +1,269 @@
+/**
+ * The files table kept in step with the object store. A row is what makes an object a file: it is
+ * written by `completeUpload` (the one completion of every upload: plain, multipart body, TUS) in one
+ * transaction with the settling of the upload's reservation, and removed with the delete. Reads, listings
+ * and zips go by the row: an object without one (an upload cut off between the store and the database)
+ * is neither listed nor served. It is repaired, not served on read, because the upload it came from was
+ * never answered, and its owner and quota are settled only by the completion: serving it on first read
+ * would make a GET write, race the completion still under way, and charge no one. Repairs:
+ *   - at start and then every few minutes, in the background: reservations whose lease ran out name the
+ *     uploads that never completed; an object found at such a key that the row does not describe is
+ *     completed for that uploader, otherwise the reservation is dropped;
+ *   - on the first start on a store (HBP's objects, or objects older than the table): every object is
+ *     imported (owner: no one). Until that import has finished, this instance reads and lists the store
+ *     as before the table existed, so nothing already stored disappears meanwhile;
+ *   - `gatehouse storage reconcile`: the same full comparison, on demand (objects written around the
+ *     service, rows whose object is gone).
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import type { ObjectInfo, ObjectStore } from './backends/object-store.ts';
+import {
+  deleteFileRow,
+  deleteReservation,
+  expiredReservations,
+  type FileRow,
+  fileKeysAfter,
+  filesByKeys,
+  filesUnder,
+  findFile,
+  importFile,
+  isImported,
+  lockOwner,
+  markImported,
+  refreshFile,
+  rowInfo,
+  upsertFile,
+} from './files-store.ts';
+import type { QuotaReservation } from './quotas.ts';
+
+/** What the files table's operations use (a part of StorageDeps). */
+export interface FilesDeps {
+  readonly config: Config;
+  readonly db: Database;
+  readonly clock: Clock;
+  readonly objects: ObjectStore;
+  readonly catalog: FileCatalog;
+  /** Cached image variants, forgotten when their source changes. */
+  readonly images: { forget(sourceKey: string): Promise<void> };
+}
+
+/** How long a plain upload's reservation lasts between renewals (the upload renews it while it runs). */
+export const UPLOAD_LEASE_MS = 5 * 60_000;
+/** Rows read per page of a listing. */
+const PAGE = 1000;
+
+/**
+ * Whether this instance reads the table yet (`imported`), and the background repairs. `imported` turns
+ * true once the store's objects are known to be in the table (at once on every start after the first).
+ */
+export class FileCatalog {
+  imported = false;
+  /** Settles when the start's import and repair pass is over (tests, the CLI wait for it). */
+  ready: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  /** A name of the store (what storage.imports records). */
+  static storeName(config: Config): string {
+    return config.S3_ENDPOINT
+      ? `s3:${config.S3_ENDPOINT}/${config.S3_BUCKET}`
+      : `fs:${config.DATA_DIR.replace(/\/+$/, '')}/storage`;
+  }
+
+  /**
+   * Starts the background work: the first import when the store has none recorded, then the repair of
+   * uploads cut off, now and every half lease. Never blocks the start; a failure is logged and retried
+   * at the next pass.
+   */
+  start(deps: FilesDeps, log: FastifyBaseLogger): void {
+    const name = FileCatalog.storeName(deps.config);
+    const pass = async () => {
+      if (!this.imported) {
+        if (await isImported(deps.db, name)) this.imported = true;
+        else {
+          const report = await reconcile(deps, { removeStale: false });
+          await markImported(deps.db, name, report.imported, deps.clock.now());
+          this.imported = true;
+          if (report.imported > 0)
+            log.info({ imported: report.imported }, 'storage: existing objects imported into storage.files');
+        }
+      }
+      const repaired = await repairInterrupted(deps);
+      if (repaired.completed > 0)
+        log.warn(
+          { completed: repaired.completed },
+          'storage: uploads cut off before their row was written were completed',
+        );
+    };
+    const run = () => {
+      this.running = pass().catch((err: unknown) =>
+        log.error({ err }, 'storage: files table repair pass failed'),
+      );
+      return this.running;
+    };
+    this.ready = run();
+    const again = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => void run().finally(again), UPLOAD_LEASE_MS / 2);
+      this.timer.unref();
+    };
+    void this.ready.finally(again);
+  }
+
+  /** Stops the repairs, waiting for a pass under way (before the database closes). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+}
+
+/** What a finished upload hands to `completeUpload`. */
+export interface CompletedUpload {
+  /** The object as the store returned it once written (`put`, or a TUS store's final object). */
+  info: ObjectInfo;
+  /** The uploader's user id; null for the admin secret (or an anonymous upload the rules allowed). */
+  ownerId: string | null;
+  /** The upload's reservation (quotas.ts reserveQuota), settled here; undefined when it has none. */
+  reservation: QuotaReservation | undefined;
+}
+
+/**
+ * The one completion of every upload (plain and multipart bodies here, TUS in storage/uploads): writes
+ * the file's row (an overwrite updates it; its owner becomes the new uploader) and settles the upload's
+ * reservation in one transaction, under the uploader's quota lock, then forgets the image variants of the
+ * version replaced. Called after the object is in the store; it never refuses on quota (admission was
+ * the reservation). When it fails, the reservation stays and the repair pass completes the upload later.
+ */
+export async function completeUpload(deps: FilesDeps, upload: CompletedUpload): Promise<ObjectInfo> {
+  const { info, ownerId, reservation } = upload;
+  await deps.db.transaction(async (tx) => {
+    if (ownerId !== null) await lockOwner(tx, ownerId);
+    await upsertFile(tx, info, ownerId, deps.clock.now());
+    if (reservation) await deleteReservation(tx, reservation.id);
+  });
+  await deps.images.forget(info.key);
+  return info;
+}
+
+/** The row of a key, when the table is what this instance reads; `undefined`: read the store. */
+export async function visibleRow(deps: FilesDeps, key: string): Promise<FileRow | null | undefined> {
+  if (!deps.catalog.imported) return undefined;
+  return (await findFile(deps.db, key)) ?? null;
+}
+
+/** Every file under `prefix`, by the table (keyset pages), in byte order. */
+export async function* filesWithPrefix(deps: FilesDeps, prefix: string): AsyncIterable<ObjectInfo> {
+  let after = '';
+  for (;;) {
+    const rows = await filesUnder(deps.db, prefix, after, PAGE);
+    for (const row of rows) yield rowInfo(row);
+    if (rows.length < PAGE) return;
+    after = (rows[rows.length - 1] as FileRow).key;
+  }
+}
+
+/**
+ * Removes a file's row and then its object, in one transaction: a store that fails the delete leaves
+ * the row (and the file) in place. False when there was no object.
+ */
+export async function removeFile(deps: FilesDeps, key: string, removeObject: () => Promise<boolean>) {
+  const removed = await deps.db.transaction(async (tx) => {
+    await deleteFileRow(tx, key);
+    return removeObject();
+  });
+  await deps.images.forget(key);
+  return removed;
+}
+
+/** After a token change in the store: the row follows (a row-less object stays row-less). */
+export async function fileChanged(deps: FilesDeps, info: ObjectInfo): Promise<void> {
+  await refreshFile(deps.db, info);
+}
+
+/**
+ * Uploads cut off: reservations whose lease ran out. For each, the object at its key, when the row does
+ * not describe it, was written by that upload and never completed: it is completed now, for the same
+ * uploader. Otherwise the upload never wrote (or its completion did commit) and the reservation goes.
+ */
+export async function repairInterrupted(deps: FilesDeps): Promise<{ completed: number; dropped: number }> {
+  let completed = 0;
+  let dropped = 0;
+  for (;;) {
+    const expired = await expiredReservations(deps.db, deps.clock.now(), 100);
+    if (expired.length === 0) return { completed, dropped };
+    for (const r of expired) {
+      const [object, row] = await Promise.all([deps.objects.head(r.key), findFile(deps.db, r.key)]);
+      if (object && !(row && row.etag === object.etag && row.size === object.size)) {
+        const reservation = { ...r, expiresAt: r.expiresAt.toISOString() };
+        await completeUpload(deps, { info: object, ownerId: r.ownerId, reservation });
+        completed++;
+      } else {
+        await deleteReservation(deps.db, r.id);
+        dropped++;
+      }
+    }
+  }
+}
+
+export interface ReconcileReport {
+  /** Objects found without a row, now imported (owner: no one). */
+  imported: number;
+  /** Rows whose object had changed (size or ETag), brought up to date. */
+  updated: number;
+  /** Rows whose object is gone, removed (only with `removeStale`). */
+  removed: number;
+  /** Objects compared. */
+  objects: number;
+}
+
+/**
+ * The full comparison of the store and the table: every object listed, page by page, against the rows
+ * of its keys. An object without a row is imported, one the row describes wrongly is updated (owner
+ * kept); with `removeStale`, rows whose object is no longer in the store are removed.
+ */
+export async function reconcile(
+  deps: Pick<FilesDeps, 'db' | 'objects' | 'clock'>,
+  opts: { removeStale: boolean },
+): Promise<ReconcileReport> {
+  const report: ReconcileReport = { imported: 0, updated: 0, removed: 0, objects: 0 };
+  let page: ObjectInfo[] = [];
+  const flush = async () => {
+    const rows = await filesByKeys(
+      deps.db,
+      page.map((o) => o.key),
+    );
+    for (const object of page) {
+      const row = rows.get(object.key);
+      if (!row) {
+        if (await importFile(deps.db, object, deps.clock.now())) report.imported++;
+      } else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
+        await refreshFile(deps.db, object);
+        report.updated++;
+      }
+    }
+    report.objects += page.length;
+    page = [];
+  };
+  for await (const object of deps.objects.list('')) {
+    page.push(object);
+    if (page.length >= PAGE) await flush();
+  }
+  await flush();
+  if (opts.removeStale) {
+    let after = '';
+    for (;;) {
+      const keys = await fileKeysAfter(deps.db, after, PAGE);
+      for (const key of keys) {
+        if (!(await deps.objects.head(key)) && (await deleteFileRow(deps.db, key))) report.removed++;
+      }
+      if (keys.length < PAGE) break;
+      after = keys[keys.length - 1] as string;
+    }
+  }
+  return report;
+}
