@@ -44,7 +44,14 @@ export type AccountEventBody =
   | { type: 'mfa_disabled'; details: Record<string, never> }
   | { type: 'provider_linked'; details: { provider: string } }
   | { type: 'provider_unlinked'; details: { provider: string } }
-  | { type: 'account_disabled'; details: { by: 'operator' } };
+  | { type: 'account_disabled'; details: { by: 'operator' } }
+  /** The person allowed an OAuth client (auth/oauth-server) for the first time. */
+  | {
+      type: 'oauth_grant_created';
+      details: { client_id: string; client_name: string; scopes: string[]; resources: string[] };
+    }
+  /** An OAuth client's access ended: withdrawn by the person, or the client deleted by the operator. */
+  | { type: 'oauth_grant_revoked'; details: { client_id: string; by: 'owner' | 'operator' } };
 
 export type AccountEventType = AccountEventBody['type'];
 
@@ -61,6 +68,8 @@ export const ACCOUNT_EVENT_TYPES: readonly AccountEventType[] = [
   'provider_linked',
   'provider_unlinked',
   'account_disabled',
+  'oauth_grant_created',
+  'oauth_grant_revoked',
 ];
 
 /** An event as a flow reports it: whose account, from which session and client, and what happened. */

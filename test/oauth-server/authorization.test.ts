@@ -287,6 +287,17 @@ for (const kind of dbKinds()) {
       assert.equal(del.statusCode, 204);
       assert.equal((await introspect(result.access_token)).active, false);
       assert.equal((await refresh(result.refresh_token as string)).status, 400);
+      const feed = await t.app.inject({ method: 'GET', url: '/auth/security-events', headers: bearer(jwt) });
+      const events = feed.json() as { type: string; details: Record<string, unknown> }[];
+      const created = events.find((e) => e.type === 'oauth_grant_created');
+      const revoked = events.find((e) => e.type === 'oauth_grant_revoked');
+      assert.deepEqual(created?.details, {
+        client_id: clientId,
+        client_name: 'Test Agent',
+        scopes: ['openid', 'email'],
+        resources: [MCP],
+      });
+      assert.deepEqual(revoked?.details, { client_id: clientId, by: 'owner' });
       const again = await t.app.inject({
         method: 'DELETE',
         url: `/auth/oauth2/grants/${encodeURIComponent(clientId)}`,

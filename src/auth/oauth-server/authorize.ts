@@ -8,6 +8,8 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { secretsEqual } from '../../constant-time.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { sha256Hex } from '../secrets.ts';
 import { findSessionToken } from '../sessions-store.ts';
 import { type OAuthClient, redirectUriAllowed, resolveClient, UnknownClient } from './clients.ts';
@@ -191,6 +193,7 @@ export async function issueCode(
   session: SignedInSession,
   r: AuthorizationRequest,
   consented: boolean,
+  client?: EventClient,
 ): Promise<{ location: string; consentCreated: boolean }> {
   const now = deps.clock.now();
   const code = randomBytes(32).toString('base64url');
@@ -208,6 +211,19 @@ export async function issueCode(
         },
         now,
       );
+    if (consentCreated)
+      await recordEvent(deps, tx, {
+        type: 'oauth_grant_created',
+        accountId: session.accountId,
+        sessionId: session.sessionId,
+        client: client ?? null,
+        details: {
+          client_id: r.client.id,
+          client_name: r.client.name,
+          scopes: r.scopes,
+          resources: r.resources,
+        },
+      });
     // Codes are kept a day after they expire, so that a replayed one still ends what it issued; older
     // ones go here, a cheap indexed delete.
     await purgeCodes(tx, new Date(now.getTime() - 24 * 3600_000));

@@ -2,10 +2,15 @@
  * The person's view of what they allowed: the clients, with scopes, resources and last use; withdrawing
  * one deletes its refresh tokens and puts its access tokens in the revoked list at once.
  */
+
+import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { findAccountByUserId } from '../accounts-store.ts';
+import { type RevocationDeps, revoke } from '../revocations.ts';
 import type { OAuthServerDeps } from './deps.ts';
-import { deleteGrant, listConsents } from './store.ts';
+import { deleteClient, deleteGrant, listConsents } from './store.ts';
 import { endFamilies } from './tokens-endpoint.ts';
 
 export interface GrantView {
@@ -36,14 +41,49 @@ export async function listGrants(deps: OAuthServerDeps, userId: string): Promise
   }));
 }
 
-export async function revokeGrant(deps: OAuthServerDeps, userId: string, clientId: string): Promise<void> {
+export async function revokeGrant(
+  deps: OAuthServerDeps,
+  userId: string,
+  clientId: string,
+  from?: { sessionId?: string; client?: EventClient },
+): Promise<void> {
   const accountId = await accountOf(deps, userId);
   const found = await deps.db.transaction(async (tx) => {
     const families = await deleteGrant(tx, accountId, clientId);
     if (families === undefined) return false;
     // Already deleted above; endFamilies deletes nothing more and revokes their access tokens.
     await endFamilies(deps, tx, families);
+    await recordEvent(deps, tx, {
+      type: 'oauth_grant_revoked',
+      accountId,
+      sessionId: from?.sessionId ?? null,
+      client: from?.client ?? null,
+      details: { client_id: clientId, by: 'owner' },
+    });
     return true;
   });
   if (!found) throw new AppError('OAUTH_GRANT_NOT_FOUND');
+}
+
+/**
+ * Deletes a client an operator registered (`gatehouse oauth-clients delete`): its consents and refresh
+ * tokens go, its access tokens are refused at once, and each person who had allowed it sees it in their
+ * security feed. False when there was no such client.
+ */
+export async function removeClient(
+  deps: RevocationDeps & { db: Queryable & { transaction: OAuthServerDeps['db']['transaction'] } },
+  clientId: string,
+): Promise<boolean> {
+  return deps.db.transaction(async (tx) => {
+    const gone = await deleteClient(tx, clientId);
+    if (!gone) return false;
+    await revoke(deps, tx, { sessionIds: gone.families });
+    for (const accountId of gone.accounts)
+      await recordEvent(deps, tx, {
+        type: 'oauth_grant_revoked',
+        accountId,
+        details: { client_id: clientId, by: 'operator' },
+      });
+    return true;
+  });
 }

@@ -40,19 +40,29 @@ export async function listClients(db: Queryable): Promise<ClientRow[]> {
   return rows;
 }
 
-/** Deletes a client; the ids of its token families (to revoke), or undefined when there was none. */
-export async function deleteClient(db: Queryable, id: string): Promise<string[] | undefined> {
+/**
+ * Deletes a client with the consents people gave it and its token families: the families' ids (to revoke)
+ * and the accounts that had allowed it, or undefined when there was no such client.
+ */
+export async function deleteClient(
+  db: Queryable,
+  id: string,
+): Promise<{ families: string[]; accounts: string[] } | undefined> {
   const { rowCount } = await db.query('DeleteOAuthClient', 'DELETE FROM auth.oauth_clients WHERE id = $1', [
     id,
   ]);
   if (rowCount === 0) return undefined;
-  await db.query('DeleteOAuthClientConsents', 'DELETE FROM auth.oauth_consents WHERE client_id = $1', [id]);
+  const { rows: consents } = await db.query<{ account_id: string }>(
+    'DeleteOAuthClientConsents',
+    'DELETE FROM auth.oauth_consents WHERE client_id = $1 RETURNING account_id',
+    [id],
+  );
   const { rows } = await db.query<{ id: string }>(
     'DeleteOAuthClientFamilies',
     'DELETE FROM auth.oauth_token_families WHERE client_id = $1 RETURNING id',
     [id],
   );
-  return rows.map((r) => r.id);
+  return { families: rows.map((r) => r.id), accounts: consents.map((c) => c.account_id) };
 }
 
 export interface ConsentRow {

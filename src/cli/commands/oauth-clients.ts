@@ -3,8 +3,8 @@
  * (OAUTH_SERVER_ENABLED). Clients that name themselves by a metadata document URL (CIMD) need no entry.
  */
 import { checkRedirectUris, createClient } from '../../auth/oauth-server/clients.ts';
-import { deleteClient, listClients } from '../../auth/oauth-server/store.ts';
-import { revoke } from '../../auth/revocations.ts';
+import { removeClient } from '../../auth/oauth-server/grants.ts';
+import { listClients } from '../../auth/oauth-server/store.ts';
 import { type Command, configOf, parseOptions, subcommands, UsageError } from '../command.ts';
 import { withDatabase } from '../database.ts';
 
@@ -103,17 +103,7 @@ from now on (the revoked list).
     if (id === undefined || id.startsWith('--')) throw new UsageError('give the client_id');
     if (more.length > 0) throw new UsageError(`unexpected argument "${more[0]}"`);
     const config = configOf(io);
-    const found = await withDatabase(
-      config,
-      ({ db, clock }) =>
-        db.transaction(async (tx) => {
-          const families = await deleteClient(tx, id);
-          if (families === undefined) return false;
-          await revoke({ config, clock }, tx, { sessionIds: families });
-          return true;
-        }),
-      io,
-    );
+    const found = await withDatabase(config, ({ db, clock }) => removeClient({ config, clock, db }, id), io);
     if (!found) {
       io.err(`no client has the id ${id}\n`);
       return 1;

@@ -171,7 +171,11 @@ export const authorizeRoutes: FastifyPluginAsync<{ deps: OAuthServerDeps }> = as
             }),
             303,
           );
-        const { location } = await issueCode(deps, session, r, true);
+        const ua = request.headers['user-agent'];
+        const { location } = await issueCode(deps, session, r, true, {
+          ip: request.ip,
+          userAgent: typeof ua === 'string' ? ua : null,
+        });
         return reply.redirect(location, 303);
       } catch (err) {
         return refuse(deps, request, reply, err);

@@ -5,6 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
+import { tokenFacts } from '../../jwt.ts';
 import type { OAuthServerDeps } from '../deps.ts';
 import { listGrants, revokeGrant } from '../grants.ts';
 
@@ -40,7 +41,11 @@ export const grantsRoutes: FastifyPluginAsyncTypebox<{ deps: OAuthServerDeps }> 
       },
     },
     async (request, reply) => {
-      await revokeGrant(deps, request.user['user-id'], request.params.client_id);
+      const ua = request.headers['user-agent'];
+      await revokeGrant(deps, request.user['user-id'], request.params.client_id, {
+        sessionId: tokenFacts(request.user)?.sessionId,
+        client: { ip: request.ip, userAgent: typeof ua === 'string' ? ua : null },
+      });
       return reply.code(204).send(null);
     },
   );
