@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import * as oauth from 'oauth4webapi';
+import { generatePrivateKeyPem } from '../../src/auth/keys.ts';
 import { configFrom } from '../../src/config.ts';
-import { bearer } from '../auth/helpers.ts';
+import { bearer, HS_KEY } from '../auth/helpers.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
 import {
@@ -571,5 +572,42 @@ describe('OAuth server settings', () => {
       () => configFrom({ OAUTH_SERVER_ENABLED: true, JWT_ALGORITHM: 'HS256', JWT_KEY: 'x'.repeat(40) }),
       /OAUTH_SERVER_KEY/,
     );
+  });
+});
+
+describe('OAuth server with an HS256 JWT_ALGORITHM and its own key (OAUTH_SERVER_KEY)', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildOAuthApp('pglite', {
+      JWT_ALGORITHM: 'HS256',
+      JWT_KEY: HS_KEY,
+      OAUTH_SERVER_KEY: generatePrivateKeyPem('EdDSA'),
+      OAUTH_SERVER_ALGORITHM: 'EdDSA',
+    });
+  });
+  after(() => t.close());
+
+  it('signs with that key and publishes only its public half in /auth/jwks (never the shared secret)', async () => {
+    const jwks = (await t.app.inject({ method: 'GET', url: '/auth/jwks' })).json() as {
+      keys: { kid: string; alg: string; kty: string; d?: string; k?: string }[];
+    };
+    assert.equal(jwks.keys.length, 1);
+    assert.equal(jwks.keys[0]?.alg, 'EdDSA');
+    assert.equal(jwks.keys[0]?.d, undefined);
+    assert.equal(jwks.keys[0]?.k, undefined);
+    const as = await discover(t);
+    assert.deepEqual(as.id_token_signing_alg_values_supported, ['EdDSA']);
+    const b = await signedInBrowser(t);
+    const clientId = await publicClient(t);
+    const { res, client } = await fullFlow(t, as, b, { clientId });
+    const result = await oauth.processAuthorizationCodeResponse(as, client, res);
+    assert.equal(decodeProtectedHeader(result.access_token).kid, jwks.keys[0]?.kid);
+    const seen = await oauth.validateJwtAccessToken(
+      as,
+      new Request(MCP, { headers: { authorization: `Bearer ${result.access_token}` } }),
+      MCP,
+      clientOptions(t),
+    );
+    assert.equal(seen.sub, b.userId);
   });
 });
