@@ -126,13 +126,18 @@ export const authorizeRoutes: FastifyPluginAsync<{ deps: OAuthServerDeps }> = as
           const { location } = await issueCode(deps, session, r, false);
           return reply.redirect(location, 302);
         }
-        return reply
-          .header('content-type', 'text/html; charset=utf-8')
-          .header('content-security-policy', pageCsp(r.redirectUri))
-          .header('cache-control', 'no-store')
-          .send(
-            consentPage(r, consentToken(deps, session.sessionId, r), request.url.split('?')[0] as string),
-          );
+        return (
+          reply
+            .header('content-type', 'text/html; charset=utf-8')
+            .header('content-security-policy', pageCsp(r.redirectUri))
+            // The service's `no-referrer` makes browsers send `Origin: null` with a form post, which the
+            // cross-site check refuses; same-origin keeps the origin for this page's own form only.
+            .header('referrer-policy', 'same-origin')
+            .header('cache-control', 'no-store')
+            .send(
+              consentPage(r, consentToken(deps, session.sessionId, r), request.url.split('?')[0] as string),
+            )
+        );
       } catch (err) {
         return refuse(deps, request, reply, err);
       }
