@@ -1208,7 +1208,7 @@ const SETTINGS = {
   OAUTH_LOGIN_URL: str(
     OAUTH_SERVER,
     '/console/',
-    'Where a person without a session is sent to sign in before the consent page; it gets the authorization URL to come back to in `return_to`. Default: the console sign-in page.',
+    "Where a person without a session is sent to sign in before the consent page; it gets the authorization URL to come back to in `return_to` (a path of this service: after signing in with `cookie: true`, send the browser there). Default: the console's sign-in page, which does that; in production (where the console is the operator's) set it to your app's sign-in page.",
   ),
   OAUTH_DYNAMIC_REGISTRATION: bool(
     OAUTH_SERVER,
@@ -1377,6 +1377,11 @@ function crossChecks(c: Partial, problems: string[]): void {
   providerChecks(c, problems);
   // The authorization server publishes its keys: an HS* shared secret cannot be, and would let every
   // resource server mint tokens.
+  // In production the console is the operator's (behind the admin secret): people sign in elsewhere.
+  if (c.OAUTH_SERVER_ENABLED && c.NODE_ENV === 'production' && c.OAUTH_LOGIN_URL === '/console/')
+    problems.push(
+      "OAUTH_LOGIN_URL must name your app's sign-in page in production (the console is the operator's); it gets the authorization URL to return to in return_to",
+    );
   if (c.OAUTH_SERVER_ENABLED && String(c.JWT_ALGORITHM).startsWith('HS') && !c.OAUTH_SERVER_KEY)
     problems.push(
       `OAUTH_SERVER_ENABLED needs an asymmetric signing key: JWT_ALGORITHM is ${String(c.JWT_ALGORITHM)} (a shared secret), so set OAUTH_SERVER_KEY (a PEM private key for OAUTH_SERVER_ALGORITHM)`,

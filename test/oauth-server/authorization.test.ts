@@ -573,6 +573,25 @@ describe('OAuth server settings', () => {
       /OAUTH_SERVER_KEY/,
     );
   });
+
+  it('refuses to start in production with the console (the operator’s) as the sign-in page', () => {
+    const production = {
+      NODE_ENV: 'production',
+      DATABASE_URL: 'postgres://x@db/x',
+      COOKIE_SECRET: 'c'.repeat(40),
+      JWT_KEY: 'k'.repeat(40),
+      JWT_ALGORITHM: 'HS256',
+      MFA_ENABLED: false,
+      OAUTH_SERVER_ENABLED: true,
+      OAUTH_SERVER_KEY: generatePrivateKeyPem('ES256'),
+      OAUTH_SERVER_ALGORITHM: 'ES256',
+    } as const;
+    assert.throws(() => configFrom(production), /OAUTH_LOGIN_URL must name your app's sign-in page/);
+    assert.equal(
+      configFrom({ ...production, OAUTH_LOGIN_URL: 'https://app.example.com/sign-in' }).OAUTH_SERVER_ENABLED,
+      true,
+    );
+  });
 });
 
 describe('OAuth server with an HS256 JWT_ALGORITHM and its own key (OAUTH_SERVER_KEY)', () => {
