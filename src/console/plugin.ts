@@ -184,6 +184,7 @@ function consoleSettings(config: Config, outbox: boolean) {
     changeEmail: config.CHANGE_EMAIL_ENABLED,
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
+    oauthServer: config.AUTH_ENABLED && config.OAUTH_SERVER_ENABLED,
     outbox,
     ...switches(config),
   };

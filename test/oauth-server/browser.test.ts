@@ -171,6 +171,14 @@ if (runsHere('chromium', 'the OAuth consent walk in headless Chromium')) {
         }),
       });
       assert.equal(res.status, 200, await res.clone().text());
+
+      // The console's Security page lists the application; removing it ends its access.
+      await page.goto(`${base}/console/#/security`);
+      const apps = page.getByRole('region', { name: 'Connected applications' });
+      await apps.getByText('Notes Agent').waitFor();
+      await apps.getByRole('button', { name: 'Remove Notes Agent' }).click();
+      await apps.getByText('Notes Agent no longer has access.').waitFor();
+      await apps.getByText('No application has access to your account.').waitFor();
       assert.deepEqual(problems, []);
     });
   });
