@@ -128,6 +128,7 @@ describe('console pages outside production', () => {
       changeEmail: true,
       verifyEmails: false,
       mfa: true,
+      oauthServer: false,
       outbox: true,
     });
   });
