@@ -187,7 +187,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
     const { objects, rules, images, catalog } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, {
-      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog },
+      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog, webhooks: ctx.webhooks },
       prefix: '/storage',
     });
   } else {

@@ -67,6 +67,7 @@ export const ERRORS = {
   },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
+  INVALID_CODE: { status: 401, message: 'Invalid or expired code.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
   INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
   REAUTHENTICATION_REQUIRED: {
@@ -110,6 +111,12 @@ export const ERRORS = {
   MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
   OTP_SECRET_NOT_SET: { status: 400, message: 'OTP secret is not set.' },
   INVALID_TOTP: { status: 401, message: 'Invalid two-factor code.' },
+  CLAIMS_HOOK_FAILED: {
+    status: 503,
+    message:
+      'The custom-claims hook failed, timed out or answered badly, so no token was issued; try again shortly.',
+    retryAfter: 5,
+  },
   EMAILS_DISABLED: {
     status: 503,
     message: 'This server does not send emails (EMAILS_ENABLED is false).',
@@ -141,6 +148,34 @@ export const ERRORS = {
   PROVIDER_ALREADY_LINKED: {
     status: 409,
     message: 'Another identity of this provider is already linked to the account; unlink it first.',
+  },
+  PASSKEY_MALFORMED: {
+    status: 400,
+    message:
+      'The passkey credential is malformed: send the JSON form of the PublicKeyCredential (its toJSON()), base64url fields, within the size limits.',
+  },
+  PASSKEY_CHALLENGE_INVALID: {
+    status: 400,
+    message:
+      'The passkey challenge is unknown, used, expired or from another ceremony: ask for new options and try again.',
+  },
+  PASSKEY_NOT_VERIFIED: {
+    status: 400,
+    message:
+      'The new passkey could not be verified (origin, relying party, user presence or verification, or attestation).',
+  },
+  PASSKEY_INVALID: { status: 401, message: 'The passkey was not accepted.' },
+  PASSKEY_COUNTER_REGRESSED: {
+    status: 401,
+    message:
+      'The passkey was not accepted: its signature counter went backwards, a sign of a cloned authenticator. The account holder has been notified in the security feed.',
+  },
+  PASSKEY_ALREADY_REGISTERED: { status: 409, message: 'This passkey is already registered.' },
+  PASSKEY_NOT_FOUND: { status: 404, message: 'No such passkey.' },
+  LAST_SIGN_IN_METHOD: {
+    status: 409,
+    message:
+      'This passkey is the only way to sign in to the account; add a password, another passkey or a provider first.',
   },
   PROVIDER_LAST_SIGN_IN_METHOD: {
     status: 409,
@@ -175,6 +210,12 @@ export const ERRORS = {
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
   QUOTA_EXCEEDED: { status: 413, message: 'The upload would exceed your storage quota.' },
   STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
+  SHARE_LINK_NOT_FOUND: { status: 404, message: 'No such share link.' },
+  SHARE_LINK_GONE: {
+    status: 410,
+    message:
+      'This share link no longer works: it expired, was revoked, has been used up, or its file was deleted.',
+  },
   IMAGE_TOO_LARGE: { status: 422, message: 'The image is too large to transform.' },
   NOT_AN_IMAGE: { status: 415, message: 'The file is not an image that can be transformed.' },
   IMAGE_CORRUPT: { status: 422, message: 'The image could not be decoded.' },

@@ -33,6 +33,7 @@ export type ProofMethod =
   | 'password-reset'
   | 'email-change'
   | 'operator'
+  | 'email-otp'
   | `provider:${string}`;
 
 export interface EmailProof {

@@ -6,6 +6,8 @@
  */
 import type { Database, Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
+import { userCreated } from '../webhooks/webhooks.ts';
 import {
   type AccountRow,
   accountRoles,
@@ -24,7 +26,7 @@ import { revoke } from './revocations.ts';
 import { deleteAccountSessions, listAccountSessions, type SessionRow } from './sessions-store.ts';
 import { retireTickets } from './tickets-store.ts';
 
-export type OperatorDeps = Pick<AuthDeps, 'config' | 'db' | 'clock'>;
+export type OperatorDeps = Pick<AuthDeps, 'config' | 'db' | 'clock'> & Partial<Pick<AuthDeps, 'webhooks'>>;
 
 /** A refusal worded for the operator (the command prints its message and exits 1). */
 export class OperatorError extends Error {
@@ -90,8 +92,8 @@ export async function createUser(
     input.roles ?? deps.config.DEFAULT_ALLOWED_USER_ROLES,
   );
   try {
-    const ids = await deps.db.transaction((tx) =>
-      insertAccount(tx, {
+    const ids = await deps.db.transaction(async (tx) => {
+      const made = await insertAccount(tx, {
         email: input.email,
         passwordHash: input.passwordHash,
         active: input.active,
@@ -102,8 +104,10 @@ export async function createUser(
         // The operator names the address of the person they make the account for: it counts as proven
         // (provider sign-in with it links here). `users enable` of someone's registration does not.
         emailProof: { by: 'operator', at: deps.clock.now() },
-      }),
-    );
+      });
+      await deps.webhooks?.queue(tx, userCreated(made.userId, input.email, input.active));
+      return made;
+    });
     return { ...ids, defaultRole, roles };
   } catch (err) {
     if (err instanceof AppError && err.code === 'ACCOUNT_EXISTS')
@@ -125,6 +129,17 @@ export async function disableUser(deps: OperatorDeps, account: AccountRow): Prom
     await retireTickets(tx, now, account.id);
     const ended = await deleteAccountSessions(tx, account.id);
     await revoke(deps, tx, { sessionIds: ended, userId: account.user_id });
+    await recordEvent(deps, tx, {
+      type: 'account_disabled',
+      accountId: account.id,
+      details: { by: 'operator' },
+    });
+    if (ended.length > 0)
+      await recordEvent(deps, tx, {
+        type: 'session_ended',
+        accountId: account.id,
+        details: { reason: 'account_disabled', sessions: ended },
+      });
     return ended.length;
   });
 }
@@ -137,6 +152,12 @@ export async function signOutUser(deps: OperatorDeps, account: AccountRow): Prom
   return deps.db.transaction(async (tx) => {
     const ended = await deleteAccountSessions(tx, account.id);
     await revoke(deps, tx, { sessionIds: ended });
+    if (ended.length > 0)
+      await recordEvent(deps, tx, {
+        type: 'session_ended',
+        accountId: account.id,
+        details: { reason: 'operator', sessions: ended },
+      });
     return ended.length;
   });
 }
@@ -148,7 +169,14 @@ export async function userSessions(deps: OperatorDeps, account: AccountRow): Pro
 
 /** Lifts a block; an account still waiting for activation is activated (the operator vouches for it). */
 export async function enableUser(deps: OperatorDeps, account: AccountRow): Promise<void> {
-  await setAccountDisabled(deps.db, account.id, null);
+  await deps.db.transaction(async (tx) => {
+    await setAccountDisabled(tx, account.id, null);
+    await deps.webhooks?.queue(tx, {
+      type: 'user.updated',
+      userId: account.user_id,
+      data: { changes: ['disabled'], disabled: false },
+    });
+  });
 }
 
 /**
@@ -164,6 +192,11 @@ export async function setUserRoles(
     const current = input.roles ?? (await accountRoles(tx, account.id));
     const roles = await checkedRoles(tx, input.defaultRole, current);
     await setAccountRoles(tx, account.id, { defaultRole: input.defaultRole, roles });
+    await deps.webhooks?.queue(tx, {
+      type: 'user.updated',
+      userId: account.user_id,
+      data: { changes: ['roles'], roles, default_role: input.defaultRole },
+    });
     return { defaultRole: input.defaultRole, roles };
   });
 }

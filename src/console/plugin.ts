@@ -72,6 +72,8 @@ const ASSETS = [
   'dom.js',
   'views.js',
   'files.js',
+  'activity.js',
+  'passkeys.js',
 ] as const;
 
 interface Asset {
@@ -185,6 +187,7 @@ function consoleSettings(config: Config, outbox: boolean) {
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
     oauthServer: config.AUTH_ENABLED && config.OAUTH_SERVER_ENABLED,
+    passkeys: config.WEBAUTHN_ENABLED,
     outbox,
     ...switches(config),
   };

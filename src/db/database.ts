@@ -190,15 +190,68 @@ function unavailableState(state: string): boolean {
 }
 
 /**
- * Errors `pg` raises without a code when a connection is lost or cannot be had. `pg` and `pg-pool` raise
- * them as plain Errors, with no code or class to tell them by; their words are all there is.
+ * No connection could be had for a statement: the pool was closed, none was free within the connect
+ * timeout, or making one failed. pg and pg-pool raise these as plain Errors whose words are all that
+ * differs; what tells them here is where they come from (acquiring a connection) and that the server
+ * sent no error of its own (which would carry a SQLSTATE, judged by that instead).
  */
-const UNAVAILABLE_MESSAGES = [
-  /^Connection terminated/,
-  /^timeout exceeded when trying to connect$/,
-  /is not queryable$/,
-  /^Cannot use a pool after calling end on the pool$/,
-];
+class NoConnection extends Error {
+  constructor(cause: unknown) {
+    super(`no database connection could be had: ${(cause as Error)?.message ?? cause}`, { cause });
+    this.name = 'NoConnection';
+  }
+}
+
+/**
+ * The connection a statement ran on was lost under it: the client reported an `error` or `end` while the
+ * statement was out, and the failure is not an error the server sent.
+ */
+class ConnectionLost extends Error {
+  constructor(cause: unknown) {
+    super(`the database connection was lost: ${(cause as Error)?.message ?? cause}`, { cause });
+    this.name = 'ConnectionLost';
+  }
+}
+
+/** An error the server sent (an ErrorResponse, with its SQLSTATE), as opposed to one of the client's. */
+function fromServer(err: unknown): boolean {
+  return err instanceof pg.DatabaseError;
+}
+
+/** The connection of the pool's next free client; a failure that is not the server's is NoConnection. */
+async function acquire(pool: pg.Pool): Promise<pg.PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (err) {
+    throw fromServer(err) ? err : new NoConnection(err);
+  }
+}
+
+/**
+ * Watches a checked-out client while it is used: `lost` is the first `error` or `end` it reported, and
+ * `failed` turns a failure of a statement that ran meanwhile into ConnectionLost (unless the server
+ * sent it). pg errors every pending statement before the client reports the loss, and both reach the
+ * caller before its `await` resumes.
+ */
+function watch(client: pg.ClientBase) {
+  const state: { lost: unknown; failed(err: unknown): unknown; stop(): void } = {
+    lost: undefined,
+    failed: (err) => (state.lost !== undefined && !fromServer(err) ? new ConnectionLost(err) : err),
+    stop() {
+      client.removeListener('error', onError);
+      client.removeListener('end', onEnd);
+    },
+  };
+  const onError = (err: unknown) => {
+    state.lost ??= err;
+  };
+  const onEnd = () => {
+    state.lost ??= new Error('the connection ended');
+  };
+  client.on('error', onError);
+  client.on('end', onEnd);
+  return state;
+}
 
 /**
  * A statement that reached PGlite after it was closed (a request still running while the service
@@ -216,8 +269,8 @@ export function isUnavailableError(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown } | undefined;
   if (!e) return false;
   if (err instanceof PgliteClosed) return true;
-  if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || unavailableState(e.code))) return true;
-  return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.some((m) => m.test(e.message as string));
+  if (err instanceof NoConnection || err instanceof ConnectionLost) return true;
+  return typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || unavailableState(e.code));
 }
 
 function translate(name: string, err: unknown): Error {
@@ -225,6 +278,8 @@ function translate(name: string, err: unknown): Error {
   const e = err as { code?: string; constraint?: string };
   if (e?.code === '23505') return new UniqueViolation(e.constraint ?? 'unknown', name, err);
   if (e?.code === '23503') return new ForeignKeyViolation(e.constraint ?? 'unknown', name, err);
+  if (err instanceof NoConnection || err instanceof ConnectionLost)
+    return new DatabaseUnavailable(name, (err.cause as { code?: string } | undefined)?.code, err);
   if (isUnavailableError(err)) return new DatabaseUnavailable(name, e?.code, err);
   return new DatabaseError(name, e?.code, err);
 }
@@ -300,9 +355,25 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
   });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => {});
+  // pool.query, with the connection watched: a lost one is told by the client's events, not by words.
+  const onClient = async <R>(run: (client: pg.PoolClient) => Promise<R>): Promise<R> => {
+    const client = await acquire(pool);
+    const watched = watch(client);
+    let failure: unknown;
+    try {
+      return await run(client);
+    } catch (err) {
+      failure = err;
+      throw watched.failed(err);
+    } finally {
+      watched.stop();
+      // As pool.query does: a client whose statement failed is not reused.
+      client.release(failure === undefined ? undefined : (failure as Error));
+    }
+  };
   const q = wrap(
-    (sql, params) => pool.query(sql, params as unknown[]),
-    (sql) => pool.query(sql),
+    (sql, params) => onClient((client) => client.query(sql, params as unknown[])),
+    (sql) => onClient((client) => client.query(sql)),
   );
   return {
     kind: 'postgres',
@@ -327,26 +398,29 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
   async function runTransaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     let client: pg.PoolClient;
     try {
-      client = await pool.connect();
+      client = await acquire(pool);
     } catch (err) {
       throw translate('connect', err);
     }
     // A checked-out client has no error listener of the pool's: a connection lost between two
     // statements (while the transaction awaits something else) would be an unhandled 'error' event
     // and end the process. The next statement fails instead, and the client is discarded below.
-    let lost: unknown;
-    const onError = (err: unknown) => {
-      lost ??= err;
-    };
-    client.on('error', onError);
+    const watched = watch(client);
     const hooks: (() => void)[] = [];
     const tx = withCommitHooks(
       wrap(
-        (sql, params) => client.query(sql, params as unknown[]),
-        (sql) => client.query(sql),
+        (sql, params) =>
+          client.query(sql, params as unknown[]).catch((err: unknown) => {
+            throw watched.failed(err);
+          }),
+        (sql) =>
+          client.query(sql).catch((err: unknown) => {
+            throw watched.failed(err);
+          }),
       ),
       hooks,
     );
+    let lost: unknown;
     try {
       await tx.query('begin', 'BEGIN');
       const result = await fn(tx);
@@ -356,6 +430,7 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
       runCommitHooks(hooks);
       return result;
     } catch (err) {
+      lost = watched.lost;
       if (lost === undefined) {
         // A client left inside a failed transaction must not go back to the pool.
         await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
@@ -364,7 +439,8 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
       }
       throw err;
     } finally {
-      client.removeListener('error', onError);
+      lost ??= watched.lost;
+      watched.stop();
       // A client whose connection failed is destroyed, not returned to the pool.
       client.release(lost === undefined ? undefined : (lost as Error));
     }
@@ -398,8 +474,19 @@ async function listenPostgres(
     if (m.channel === channel) handler(m.payload ?? '');
   });
   try {
-    await client.connect();
-    await client.query(`LISTEN ${channel}`);
+    try {
+      await client.connect();
+    } catch (err) {
+      throw fromServer(err) ? err : new NoConnection(err);
+    }
+    const watched = watch(client);
+    try {
+      await client.query(`LISTEN ${channel}`);
+    } catch (err) {
+      throw watched.failed(err);
+    } finally {
+      watched.stop();
+    }
   } catch (err) {
     markLost();
     await client.end().catch(() => {});

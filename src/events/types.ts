@@ -23,6 +23,8 @@ export type SessionEndReason =
   | 'password_reset'
   | 'email_changed'
   | 'mfa_changed'
+  /** The address was proven for the first time by a link: the ways in made before it end (link-emails.ts). */
+  | 'address_proven'
   /** A rotated refresh token came back after its grace interval: taken as stolen. */
   | 'refresh_token_reuse'
   /** The operator (CLI, console) signed the account out. */
@@ -51,7 +53,15 @@ export type AccountEventBody =
       details: { client_id: string; client_name: string; scopes: string[]; resources: string[] };
     }
   /** An OAuth client's access ended: withdrawn by the person, or the client deleted by the operator. */
-  | { type: 'oauth_grant_revoked'; details: { client_id: string; by: 'owner' | 'operator' } };
+  | { type: 'oauth_grant_revoked'; details: { client_id: string; by: 'owner' | 'operator' } }
+  /** A passkey was added (or came with a sign-up); `passkey` is its id in GET /auth/passkeys. */
+  | { type: 'passkey_added'; details: { passkey: string; name: string } }
+  | { type: 'passkey_removed'; details: { passkey: string; name: string } }
+  /**
+   * A sign-in with the passkey was refused because its signature counter went backwards: another copy
+   * of its key (a cloned authenticator) is being used.
+   */
+  | { type: 'passkey_clone_detected'; details: { passkey: string; name: string } };
 
 export type AccountEventType = AccountEventBody['type'];
 
@@ -70,6 +80,9 @@ export const ACCOUNT_EVENT_TYPES: readonly AccountEventType[] = [
   'account_disabled',
   'oauth_grant_created',
   'oauth_grant_revoked',
+  'passkey_added',
+  'passkey_removed',
+  'passkey_clone_detected',
 ];
 
 /** An event as a flow reports it: whose account, from which session and client, and what happened. */

@@ -43,6 +43,32 @@ describe('redactUrl', () => {
   });
 });
 
+describe('share link ids in paths', () => {
+  it('replaces the id of a share link in its download and revocation URLs, wherever the prefix sits', () => {
+    const id = 'AbCdEfGhIjKlMnOpQrStUvWxYz012-_9';
+    assert.equal(redactUrl(`/storage/s/${id}`), '/storage/s/[redacted]');
+    assert.equal(redactUrl(`/storage/s/${id}?w=10&token=t`), '/storage/s/[redacted]?w=10&token=[redacted]');
+    assert.equal(redactUrl(`/storage/s/${id}/more`), '/storage/s/[redacted]/more');
+    assert.equal(redactUrl(`/api/storage/shares/${id}`), '/api/storage/shares/[redacted]');
+    assert.equal(redactUrl('/storage/shares'), '/storage/shares');
+    assert.equal(redactUrl('/storage/o/user/a.txt'), '/storage/o/user/a.txt');
+  });
+
+  it('replaces it in free text too (a message quoting the URL)', () => {
+    const id = 'ZZZZqqqqWWWWeeeeRRRRttttYYYYuuuu';
+    assert.equal(
+      redactText(`GET http://host/storage/s/${id} failed`),
+      'GET http://host/storage/s/[redacted] failed',
+    );
+    const line: string[] = [];
+    const log = createLogger('info', { write: (s: string) => line.push(s) });
+    log.info(`Route GET:/storage/s/${id}/x not found`);
+    log.info({ url: `/storage/shares/${id}` }, 'deleting');
+    assert.equal(line.length, 2);
+    assert.ok(!line.join('').includes(id));
+  });
+});
+
 describe('errors in logs', () => {
   it('keep type, message, code and stack, without what was sent, and scrub URLs in the message', () => {
     const err = Object.assign(new Error('GET https://idp/cb?code=SECRET1&x=1 failed'), {

@@ -62,12 +62,24 @@ function secretName(raw: string): boolean {
 }
 
 /**
- * `url` with the value of every secret-bearing query parameter replaced by `[redacted]`; the path and
- * the other parameters are kept as sent. A parameter whose name cannot be decoded counts as secret.
+ * Path segments that are secrets: the id of a share link, in its download URL (`/storage/s/<id>`) and in
+ * the DELETE its owner may send (`/storage/shares/<id>`). Wherever the prefix sits (a proxy may mount the
+ * service under a path), and whatever follows the id.
+ */
+const SECRET_PATH = /(\/storage\/(?:s|shares)\/)[^/?#\s"'<>]+/g;
+
+function redactPath(path: string): string {
+  return path.includes('/storage/') ? path.replace(SECRET_PATH, `$1${REDACTED}`) : path;
+}
+
+/**
+ * `url` with the secrets it carries replaced by `[redacted]`: the value of every secret-bearing query
+ * parameter, and a share link's id in the path (SECRET_PATH); the rest is kept as sent. A parameter
+ * whose name cannot be decoded counts as secret.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
-  if (q < 0) return url;
+  if (q < 0) return redactPath(url);
   const query = url
     .slice(q + 1)
     .split('&')
@@ -75,12 +87,15 @@ export function redactUrl(url: string): string {
       const eq = part.indexOf('=');
       return eq >= 0 && secretName(part.slice(0, eq)) ? `${part.slice(0, eq)}=${REDACTED}` : part;
     });
-  return `${url.slice(0, q)}?${query.join('&')}`;
+  return `${redactPath(url.slice(0, q))}?${query.join('&')}`;
 }
 
-/** Every secret-bearing `name=value` in free text (an error message quoting a URL), scrubbed. */
+/**
+ * Every secret-bearing `name=value` and share-link path (SECRET_PATH) in free text (an error message
+ * quoting a URL), scrubbed.
+ */
 export function redactText(text: string): string {
-  return text.replace(/([\w.%-]+)=([^&\s"'<>;,]*)/g, (all, name: string) =>
+  return redactPath(text).replace(/([\w.%-]+)=([^&\s"'<>;,]*)/g, (all, name: string) =>
     secretName(name) ? `${name}=${REDACTED}` : all,
   );
 }
@@ -116,7 +131,7 @@ export function isSecretKey(name: string): boolean {
 }
 
 /** A string that may hold a secret in free text: a `name=value`, or a header line such as `Cookie: …`. */
-const MAYBE_SECRET_TEXT = /=|authoriz|cookie|secret|api-key/i;
+const MAYBE_SECRET_TEXT = /=|authoriz|cookie|secret|api-key|\/storage\//i;
 /** A credential header quoted in text (a raw request, a response head, a message): its value goes. */
 const HEADER_IN_TEXT =
   /\b((?:proxy-)?authorization|set-cookie|cookie|x-[\w-]*secret|x-api-key)([ \t]*:[ \t]*)[^\r\n]*/gi;

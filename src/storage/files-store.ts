@@ -79,13 +79,33 @@ export async function filesUnder(
   after: string,
   limit: number,
 ): Promise<FileRow[]> {
-  const { rows } = await q.query<RawFileRow>(
+  // One JSON value per page rather than a row per file: decoding 1,000 rows of 7 columns each (more so
+  // in PGlite) took three times as long as parsing the same page as one JSON text.
+  const { rows } = await q.query<{ page: string }>(
     'storage-files-under-prefix',
-    `SELECT ${FILE_COLUMNS} FROM storage.files
-      WHERE key LIKE $1 AND key > $2 ORDER BY key LIMIT $3`,
+    `SELECT coalesce(json_agg(json_build_array(key, size, content_type, etag, token, owner_id,
+              floor(extract(epoch FROM updated_at) * 1000)) ORDER BY key), '[]')::text AS page
+       FROM (SELECT * FROM storage.files WHERE key LIKE $1 AND key > $2 ORDER BY key LIMIT $3) f`,
     [prefixPattern(prefix), after, limit],
   );
-  return rows.map(fileRow);
+  const page = JSON.parse(rows[0]?.page ?? '[]') as [
+    string,
+    number,
+    string,
+    string,
+    string,
+    string | null,
+    number,
+  ][];
+  return page.map(([key, size, contentType, etag, token, ownerId, ms]) => ({
+    key,
+    size: Number(size),
+    contentType,
+    etag,
+    token,
+    ownerId,
+    updatedAt: new Date(ms),
+  }));
 }
 
 /** The rows among `keys` (reconciliation compares a page of the store's listing with them). */

@@ -33,6 +33,11 @@ export function parseKey(rawPath: string): ParsedKey {
   } catch {
     throw invalid('it has a malformed percent-escape or is not UTF-8');
   }
+  return checkedKey(key);
+}
+
+/** Checks a key given already decoded (a path in a JSON body), as parseKey checks a decoded URL path. */
+export function checkedKey(key: string): ParsedKey {
   if (Buffer.byteLength(key) > MAX_KEY_BYTES) throw invalid(`it is longer than ${MAX_KEY_BYTES} bytes`);
   if (CONTROL.test(key)) throw invalid('it contains a control character');
   if (key.includes('\\')) throw invalid('it contains a backslash');

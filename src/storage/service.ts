@@ -15,6 +15,7 @@ import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } 
 import type { ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
+import { revokeSharesOfKey } from './shares/shares-store.ts';
 
 export interface StorageDeps extends FilesDeps {
   readonly config: Config;
@@ -187,9 +188,40 @@ export interface ReadableFile {
  */
 export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Caller): Promise<ReadableFile> {
   fileKey(key);
-  const [info, row] = await Promise.all([store(() => deps.objects.head(key.key)), visibleRow(deps, key.key)]);
-  // An object without its row (an upload that never completed) is not a file yet: as if missing.
-  return readAccess(deps, key, caller, row === null ? undefined : info);
+  return readAccess(deps, key, caller, await headVisible(deps, key.key));
+}
+
+/**
+ * The metadata of the file at `key`, access not considered; undefined when there is none. An object
+ * without its row (an upload that never completed) is not a file yet: as if missing.
+ */
+export async function headVisible(deps: StorageDeps, key: string): Promise<ObjectInfo | undefined> {
+  const [info, row] = await Promise.all([store(() => deps.objects.head(key)), visibleRow(deps, key)]);
+  return row === null ? undefined : info;
+}
+
+/**
+ * The file at `key`, opened, access not considered; undefined when there is none (an object without its
+ * row included, none of whose bytes are read).
+ */
+export async function getVisible(
+  deps: StorageDeps,
+  key: string,
+): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
+  const reading = store(() => deps.objects.get(key));
+  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key)]);
+  if (read.status === 'rejected') throw read.reason;
+  const got = read.value;
+  if (row.status === 'rejected') {
+    got?.body.destroy();
+    throw row.reason;
+  }
+  if (row.value === null && got) {
+    // Not a file until its upload completed (files.ts).
+    got.body.destroy();
+    return undefined;
+  }
+  return got;
 }
 
 function readAccess(
@@ -232,19 +264,7 @@ export async function openWholeFile(
   caller: Caller,
 ): Promise<{ file: ReadableFile; body: Readable }> {
   fileKey(key);
-  const reading = store(() => deps.objects.get(key.key));
-  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key.key)]);
-  if (read.status === 'rejected') throw read.reason;
-  let got = read.value;
-  if (row.status === 'rejected') {
-    got?.body.destroy();
-    throw row.reason;
-  }
-  if (row.value === null && got) {
-    // Not a file until its upload completed (files.ts): as if missing, and none of its bytes are read.
-    got.body.destroy();
-    got = undefined;
-  }
+  const got = await getVisible(deps, key.key);
   try {
     const file = readAccess(deps, key, caller, got?.info);
     if (!got) throw new AppError('NOT_FOUND');
@@ -253,6 +273,32 @@ export async function openWholeFile(
     got?.body.destroy();
     throw err;
   }
+}
+
+/**
+ * Where a download's file comes from and who decided it may be read: the storage rules for the caller
+ * (`ruleCheckedFile`), or a share link (shares/shares.ts). The sending (validators, ranges, images) is
+ * the same for both.
+ */
+export interface FileSource {
+  /** Metadata, access settled (resolveFile). */
+  resolve(): Promise<ReadableFile>;
+  /** The whole file, opened first and access settled after (openWholeFile). */
+  openWhole(): Promise<{ file: ReadableFile; body: Readable }>;
+  /**
+   * Called once when the answer will carry bytes of the file (not for HEAD, 304 or 416), after they are
+   * opened and before anything is sent; a throw refuses the request. A share link counts its download
+   * here.
+   */
+  beforeBytes?(): Promise<void>;
+}
+
+/** A file read under the storage rules, as the caller. */
+export function ruleCheckedFile(deps: StorageDeps, key: ParsedKey, caller: Caller): FileSource {
+  return {
+    resolve: () => resolveFile(deps, key, caller),
+    openWhole: () => openWholeFile(deps, key, caller),
+  };
 }
 
 /**
@@ -313,7 +359,11 @@ export async function deleteFile(deps: StorageDeps, key: ParsedKey, caller: Call
   fileKey(key);
   const info = await store(() => deps.objects.head(key.key));
   requireAllowed(deps, 'delete', key, caller, info ? toMetadata(info) : undefined);
-  if (!info || !(await removeFile(deps, key.key, () => store(() => deps.objects.delete(key.key)))))
+  if (!info) throw new AppError('NOT_FOUND');
+  // Its share links first: when this fails the file stays, and never is a file gone with its links alive
+  // (a file put at the same path later must not be served by them).
+  await revokeSharesOfKey(deps.db, key.key, deps.clock.now());
+  if (!(await removeFile(deps, key.key, () => store(() => deps.objects.delete(key.key)))))
     throw new AppError('NOT_FOUND');
 }
 

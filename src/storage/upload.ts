@@ -50,10 +50,10 @@ export function uploaderOf(caller: Caller): string | null {
   return typeof id === 'string' && id !== '' ? id : null;
 }
 
-function overQuota(declared: number): AppError {
+function overQuota(reserved: number): AppError {
   return new AppError(
     'QUOTA_EXCEEDED',
-    `The file is longer than the ${declared} bytes its request declared, which is what the quota reserved.`,
+    `The file is longer than the ${reserved} bytes reserved for it (its declared length, or what your quota had free).`,
   );
 }
 
@@ -127,6 +127,8 @@ export async function uploadFile(
       if (peeking) release(this);
       settled
         .then(async (decideAtEnd) => {
+          // Bytes that came in while the reservation was being made went by before its limit was known.
+          if (size > reservedLimit) throw overQuota(reservedLimit);
           if (decideAtEnd) {
             const input = ruleInput(key, caller, resource(size));
             const decision = deps.rules.decide(op, input);
@@ -158,15 +160,22 @@ export async function uploadFile(
       if (early.allowed === false) throw refused(deps, op, input, caller, early);
       decideAtEnd = early.allowed === 'later';
     }
-    settle(decideAtEnd);
     // Reserved before any byte is written (413 stores nothing); the declared length, else the size limit.
-    const declared = Math.min(max, file.declaredSize ?? file.sizeBound ?? max);
+    const known = file.declaredSize ?? file.sizeBound;
     const lease = () => new Date(deps.clock.now().getTime() + UPLOAD_LEASE_MS);
-    reserved = await reserveQuota(deps, { ownerId, key: key.key, bytes: declared, expiresAt: lease() });
-    // The reservation covers the overwritten file's size as credit: the stream may bring `declared`.
-    reservedLimit = declared;
-    const held = reserved;
-    renew = setInterval(() => void extendQuota(deps, held, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
+    reserved = await reserveQuota(deps, {
+      ownerId,
+      key: key.key,
+      bytes: Math.min(max, known ?? max),
+      expiresAt: lease(),
+      // A body of unknown length (chunked) gets what is free, up to the size limit, and must stop there.
+      upTo: known === undefined,
+    });
+    reservedLimit = reserved.length;
+    // The end-of-body checks wait for this: they check the size against the reservation too.
+    settle(decideAtEnd);
+    const mine = reserved;
+    renew = setInterval(() => void extendQuota(deps, mine, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
     renew.unref();
     const token = existing?.token || randomUUID();
     info = await store(() => objects.put(key.key, guard, { contentType, token }));

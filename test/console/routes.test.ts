@@ -129,6 +129,7 @@ describe('console pages outside production', () => {
       verifyEmails: false,
       mfa: true,
       oauthServer: false,
+      passkeys: true,
       outbox: true,
     });
   });
@@ -150,6 +151,7 @@ describe('console pages outside production', () => {
     assert.deepEqual(row(flows, 'Deleting one’s own account'), [false, 'ALLOW_USER_SELF_DELETE=true', []]);
     assert.deepEqual(row(flows, 'Anonymous sign-in'), [false, 'ANONYMOUS_USERS_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Two-factor sign-in (TOTP)'), [true, 'MFA_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Passkeys'), [true, 'WEBAUTHN_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Emails'), [true, 'EMAILS_ENABLED=true', []]);
     assert.deepEqual(row(providers, 'GitHub'), [
       false,

@@ -7,6 +7,7 @@ import {
   imageError,
   NeedsSvgLane,
   type RenderLimits,
+  RenderTimedOut,
   renderImage,
   targetSize,
 } from '../../src/storage/images/pipeline.ts';
@@ -339,10 +340,26 @@ describe('image pipeline', () => {
       await rejectsWith(render(good.subarray(0, good.length / 2)), 'IMAGE_CORRUPT', 422);
     });
 
-    it('maps a sharp timeout to 422 IMAGE_TIMEOUT and unknown failures to 422 IMAGE_CORRUPT', () => {
-      assert.equal(imageError(new Error('timeout: 5% complete')).code, 'IMAGE_TIMEOUT');
+    it('classifies a failure by what it is, never by its words: a run out of time is 422 IMAGE_TIMEOUT, any other 422 IMAGE_CORRUPT', () => {
+      assert.equal(imageError(new RenderTimedOut(new Error('timeout: 5% complete'))).code, 'IMAGE_TIMEOUT');
+      // The words of libvips' timeout, or of a size limit, on a failure that is neither.
+      assert.equal(imageError(new Error('timeout: 5% complete')).code, 'IMAGE_CORRUPT');
+      assert.equal(imageError(new Error('Input image exceeds pixel limit')).code, 'IMAGE_CORRUPT');
       assert.equal(imageError(new Error('VipsJpeg: premature end of JPEG image')).code, 'IMAGE_CORRUPT');
-      assert.equal(imageError(new Error('Input image exceeds pixel limit')).code, 'IMAGE_TOO_LARGE');
+    });
+
+    it('refuses a result longer than its output format holds before rendering, saying which limit', async () => {
+      const tall = await flat(1, 20_000);
+      const err = await rejectsWith(render(tall, {}, 'webp'), 'IMAGE_TOO_LARGE', 422);
+      assert.match(err.message, /1×20000 pixels; the webp format holds at most 16383 pixels a side/);
+      // PNG holds it.
+      assert.equal((await render(tall, {}, 'png')).height, 20_000);
+    });
+
+    it('refuses an SVG longer than librsvg draws before decoding it, saying so', async () => {
+      const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="40000" height="2"/>');
+      const err = await rejectsWith(render(svg, { width: 100 }, 'png'), 'IMAGE_TOO_LARGE', 422);
+      assert.match(err.message, /40000×2 pixels; SVGs longer than 32767 pixels a side/);
     });
 
     it('refuses formats whose loaders are not meant for untrusted input with 415', async () => {

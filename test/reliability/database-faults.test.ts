@@ -36,9 +36,6 @@ describe('what counts as the database being unavailable', () => {
       { code: '25006', message: 'cannot execute INSERT in a read-only transaction' },
       { code: '08006' },
       { code: '53300', message: 'too many connections' },
-      new Error('Connection terminated unexpectedly'),
-      new Error('timeout exceeded when trying to connect'),
-      new Error('Client has encountered a connection error and is not queryable'),
     ];
     for (const e of unavailable) assert.equal(isUnavailableError(e), true, JSON.stringify(e));
     const mistakes = [
@@ -46,8 +43,12 @@ describe('what counts as the database being unavailable', () => {
       { code: '23503' },
       { code: '22P02' },
       new Error('something else'),
-      // PGlite's words alone say nothing: a closed PGlite is told by its state (below).
+      // Words alone say nothing: a closed PGlite is told by its state, a lost or unobtainable PostgreSQL
+      // connection by where the failure came from and the client's events (below).
       new Error('PGlite is closed'),
+      new Error('Connection terminated unexpectedly'),
+      new Error('timeout exceeded when trying to connect'),
+      new Error('Client has encountered a connection error and is not queryable'),
       undefined,
     ];
     for (const e of mistakes) assert.equal(isUnavailableError(e), false, JSON.stringify(e));
@@ -67,6 +68,89 @@ describe('what counts as the database being unavailable', () => {
 });
 
 const postgres = dbKinds().includes('postgres');
+
+/** Messages pg and pg-pool give lost or unobtainable connections, which an error of the server may also say. */
+const CONNECTION_WORDS = [
+  'Connection terminated unexpectedly',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error and is not queryable',
+  'Cannot use a pool after calling end on the pool',
+];
+
+for (const kind of dbKinds()) {
+  describe(`an error is classified by what it is, not by its words [${kind}]`, () => {
+    let database: TestDatabase;
+    before(async () => {
+      database = await createTestDatabase(kind);
+    });
+    after(() => database.drop());
+
+    it('keeps an error the server raised a DatabaseError, even when it reads like a lost connection', async () => {
+      for (const words of CONNECTION_WORDS) {
+        const sql = `DO $$ BEGIN RAISE EXCEPTION '${words}'; END $$`;
+        for (const run of [
+          () => database.db.query('raise', sql),
+          () => database.db.exec(sql),
+          () => database.db.transaction((tx) => tx.query('raise-in-tx', sql)),
+        ]) {
+          const err = await run().then(
+            () => assert.fail('the statement succeeded'),
+            (e: unknown) => e,
+          );
+          assert.ok(err instanceof DatabaseError, String(err));
+          assert.ok(!(err instanceof DatabaseUnavailable), `${words}: classified as unavailable`);
+          assert.equal(err.sqlState, 'P0001');
+        }
+      }
+    });
+
+    it('keeps a statement the client cannot send a DatabaseError', async () => {
+      const circular: Record<string, unknown> = {};
+      circular['self'] = circular;
+      const err = await database.db.query('bad-param', 'select $1::jsonb', [circular]).then(
+        () => assert.fail('the statement succeeded'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof DatabaseError && !(err instanceof DatabaseUnavailable), String(err));
+    });
+  });
+}
+
+describe('a lost or unobtainable PostgreSQL connection is unavailable by where it failed', {
+  skip: !postgres,
+}, () => {
+  it('answers a statement on a closed pool as unavailable', async () => {
+    const database = await createTestDatabase('postgres');
+    await database.db.query('warm', 'select 1');
+    await database.db.close();
+    await assert.rejects(database.db.query('after-close', 'select 1'), DatabaseUnavailable);
+    await assert.rejects(
+      database.db.transaction((tx) => tx.query('in-tx', 'select 1')),
+      DatabaseUnavailable,
+    );
+    await database.drop();
+  });
+
+  it('answers a statement whose connection the server ends under it as unavailable', async () => {
+    const database = await createTestDatabase('postgres');
+    const other = openPostgres(database.url as string, 1);
+    try {
+      // pg_terminate_backend ends the connection without a word to the client in some timings; either
+      // way the statement is lost with its connection.
+      const running = database.db.transaction(async (tx) => {
+        const { rows } = await tx.query<{ pid: number }>('pid', 'select pg_backend_pid() as pid');
+        await other.query('terminate', 'select pg_terminate_backend($1)', [rows[0]?.pid]);
+        await sleep(100);
+        return tx.query('after', 'select 1');
+      });
+      await assert.rejects(running, DatabaseUnavailable);
+      assert.equal((await database.db.query<{ n: number }>('again', 'select 1 as n')).rows[0]?.n, 1);
+    } finally {
+      await other.close();
+      await database.drop();
+    }
+  });
+});
 
 if (postgres)
   describe('PostgreSQL behind a proxy that drops and refuses connections', () => {

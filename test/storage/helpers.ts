@@ -10,7 +10,13 @@ import { FsObjectStore } from '../../src/storage/backends/fs.ts';
 import type { ObjectStore } from '../../src/storage/backends/object-store.ts';
 import { S3ObjectStore, type S3Settings } from '../../src/storage/backends/s3.ts';
 import { HBP_RULES } from '../../src/storage/rules/rules.ts';
-import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
+import {
+  buildTestApp,
+  type ConfigOverrides,
+  type TestApp,
+  type TestAppOptions,
+  tempDir,
+} from '../helpers/app.ts';
 import { type DbKind, dbKinds } from '../helpers/db.ts';
 
 export type BackendKind = 'fs' | 's3';
@@ -142,6 +148,7 @@ export function buildStorageApp(
   peer: S3Peer | undefined,
   overrides: ConfigOverrides = {},
   db: DbKind = 'pglite',
+  opts: TestAppOptions = {},
 ): Promise<TestApp> {
   const s3: ConfigOverrides =
     backend === 's3' && peer
@@ -153,7 +160,7 @@ export function buildStorageApp(
           S3_SSL_ENABLED: false,
         }
       : {};
-  return buildTestApp(db, { ...s3, ...overrides });
+  return buildTestApp(db, { ...s3, ...overrides }, opts);
 }
 
 /** A fixed user id (a UUID, as every account's is) for a name used in a test: `userIdFor('alice')`. */

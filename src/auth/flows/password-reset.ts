@@ -7,6 +7,8 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appLink } from '../../mail/links.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import {
@@ -81,7 +83,7 @@ export async function issueResetLink(
 /** POST /auth/change-password/change. */
 export async function resetPassword(
   deps: AuthDeps,
-  input: { ticket: string; newPassword: string },
+  input: { ticket: string; newPassword: string; client?: EventClient },
 ): Promise<void> {
   const now = deps.clock.now();
   // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
@@ -94,9 +96,11 @@ export async function resetPassword(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
+    const client = input.client ?? null;
     if (await proveMailedAddress(deps, tx, used, 'password-reset'))
-      await handOverToMailbox(deps, tx, account.id, 'password-reset');
+      await handOverToMailbox(deps, tx, account.id, 'password-reset', input.client);
     await retireTickets(tx, now, account.id);
-    await endAllSessions(deps, account.id, undefined, tx);
+    await recordEvent(deps, tx, { type: 'password_reset', accountId: account.id, client, details: {} });
+    await endAllSessions(deps, account.id, undefined, tx, { reason: 'password_reset', client });
   });
 }

@@ -16,6 +16,7 @@ import {
   userSessions,
 } from '../../auth/operator.ts';
 import { Passwords } from '../../auth/passwords.ts';
+import { parseQuota, setUserQuota, storageUsage } from '../../storage/quotas.ts';
 import { type CliIO, type Command, configOf, parseOptions, subcommands, UsageError } from '../command.ts';
 import { withDatabase } from '../database.ts';
 
@@ -348,6 +349,48 @@ every running instance within a second. The account can sign in again (gatehouse
   },
 };
 
+const setQuota = {
+  summary: "Set an account's storage quota (bytes, unlimited, or default)",
+  help: `Usage: gatehouse users set-quota <email|user id> <bytes|unlimited|default>
+
+Sets what the account may store in all (the sum of the sizes of the files it uploaded), overriding
+STORAGE_QUOTA_BYTES: a size (1073741824, 500MB, 10GiB; units of 1024), unlimited, or default (drop the
+override: STORAGE_QUOTA_BYTES applies again). Files already stored are kept when the new quota is lower;
+the account's next upload is refused with 413 until it is under its quota again. Prints the usage.`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    parseOptions(options, {});
+    if (operands.length !== 2)
+      throw new UsageError(
+        operands.length < 2 ? 'give the account and the quota' : `unexpected argument "${operands[2]}"`,
+      );
+    const [ref, raw] = operands as [string, string];
+    const quota = parseQuota(raw);
+    if (quota === undefined)
+      throw new UsageError(`"${raw}" is not a quota: give a size such as 10GiB, unlimited, or default`);
+    const config = configOf(io);
+    return operate(io, () =>
+      withDatabase(
+        config,
+        async ({ db }) => {
+          const account = await findAccount(db, ref);
+          await setUserQuota(db, account.user_id, quota);
+          const usage = await storageUsage({ db, config }, account.user_id);
+          const shown = (n: number | null) => (n === null ? 'unlimited' : `${n} bytes`);
+          io.out(`${JSON.stringify(usage)}\n`);
+          io.err(
+            `${account.email ?? account.user_id}: quota ${shown(usage.quota_bytes)}${
+              quota === 'default' ? ' (STORAGE_QUOTA_BYTES)' : ''
+            }; ${usage.used_bytes} bytes used in ${usage.files} file(s)\n`,
+          );
+          return 0;
+        },
+        io,
+      ),
+    );
+  },
+};
+
 const subs = {
   create,
   list,
@@ -357,11 +400,12 @@ const subs = {
   'reset-link': resetLinkCmd,
   sessions,
   'sign-out': signOut,
+  'set-quota': setQuota,
 };
 
 const users: Command = {
   name: 'users',
-  summary: 'Accounts: create, list, disable, enable, set-role, reset-link, sessions, sign-out',
+  summary: 'Accounts: create, list, disable, enable, set-role, reset-link, sessions, sign-out, set-quota',
   help: `Usage: gatehouse users <subcommand> [options]
 
 ${Object.entries(subs)

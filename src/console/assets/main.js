@@ -1,4 +1,6 @@
 // The console's shell: settings, the session, the address a link landed on, and the page router.
+
+import { feedPage, sessionsPage } from './activity.js';
 import { api, onSession, restore, session } from './api.js';
 import { describe, h } from './dom.js';
 import { filesPage } from './files.js';
@@ -17,6 +19,8 @@ const PAGES = {
   'sign-in': { title: 'Sign in', render: signInPage },
   session: { title: 'Session', render: sessionPage },
   security: { title: 'Security', render: securityPage },
+  sessions: { title: 'Sessions', render: sessionsPage },
+  feed: { title: 'Security feed', render: feedPage },
   files: { title: 'Files', render: filesPage },
   outbox: { title: 'Outbox', render: outboxPage },
   mfa: { title: 'Two-factor code', render: mfaPage },
@@ -30,6 +34,8 @@ const NAV = [
   { name: 'sign-in', label: 'Sign in', when: () => !session() },
   { name: 'session', label: 'Session', when: () => !!session() },
   { name: 'security', label: 'Security', when: () => !!session() },
+  { name: 'sessions', label: 'Sessions', when: () => !!session() },
+  { name: 'feed', label: 'Feed', when: () => !!session() },
   { name: 'files', label: 'Files', when: () => !!session() && ctx.settings.storage },
   { name: 'outbox', label: 'Outbox', when: () => ctx.settings.outbox },
   { name: 'switches', label: 'What is on', when: () => !!ctx.settings.flows },

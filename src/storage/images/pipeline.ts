@@ -112,17 +112,54 @@ export function looksRaster(b: Buffer): boolean {
   return at(0, 'II*\0') || at(0, 'MM\0*');
 }
 
-/** Maps a sharp/libvips failure to the client-facing error. */
+/**
+ * A sharp run that failed once its whole time budget was spent: libvips stopped it (sharp's `timeout`,
+ * checked against elapsed whole seconds, so never sooner than the budget).
+ */
+export class RenderTimedOut extends Error {
+  constructor(cause: unknown) {
+    super('the image transformation ran out of time', { cause });
+    this.name = 'RenderTimedOut';
+  }
+}
+
+/**
+ * Runs one sharp pipeline under a budget of `seconds`; a failure that comes once the budget is spent is
+ * RenderTimedOut. sharp and libvips give their errors no code or class, only words; the clock says it.
+ */
+async function timed<T>(seconds: number, run: () => Promise<T>): Promise<T> {
+  const started = performance.now();
+  try {
+    return await run();
+  } catch (err) {
+    if (seconds > 0 && performance.now() - started >= seconds * 1000) throw new RenderTimedOut(err);
+    throw err;
+  }
+}
+
+/**
+ * A failure of a transformation as the client sees it. Everything that can be told before decoding is
+ * refused before (the type by its bytes, the source's and the result's size by the header and the output
+ * format's limits), so what remains of sharp's failures is the time budget (RenderTimedOut) or data that
+ * does not decode (IMAGE_CORRUPT), whatever their words.
+ */
 export function imageError(err: unknown): AppError {
   if (err instanceof AppError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  if (/unsupported image format/i.test(message))
-    return new AppError('NOT_AN_IMAGE', undefined, { cause: err });
-  if (/pixel limit|too large/i.test(message))
-    return new AppError('IMAGE_TOO_LARGE', undefined, { cause: err });
-  if (/^timeout/i.test(message)) return new AppError('IMAGE_TIMEOUT', undefined, { cause: err });
+  if (err instanceof RenderTimedOut) return new AppError('IMAGE_TIMEOUT', undefined, { cause: err });
   return new AppError('IMAGE_CORRUPT', undefined, { cause: err });
 }
+
+/** The longest side each output format holds (sharp refuses a larger result after all the work). */
+const MAX_SIDE: Record<OutputFormat, number> = {
+  jpeg: 65_535,
+  webp: 16_383,
+  gif: 65_535,
+  avif: 16_384,
+  png: Number.POSITIVE_INFINITY,
+};
+
+/** The longest side of an SVG that librsvg draws (sharp refuses a larger one when decoding). */
+const MAX_SVG_SIDE = 32_767;
 
 function tooLarge(what: string, width: number, height: number, max: number): AppError {
   return new AppError(
@@ -220,7 +257,9 @@ export async function renderImage(
   try {
     meta = await sharp(input, { limitInputPixels: false }).metadata();
   } catch (err) {
-    throw imageError(err);
+    // Bytes that start like a raster format and whose header cannot be read are a broken image; any
+    // other input (an SVG lane's text that is no SVG) is not an image at all.
+    throw new AppError(looksRaster(input) ? 'IMAGE_CORRUPT' : 'NOT_AN_IMAGE', undefined, { cause: err });
   }
   if (!meta.format || !INPUT_FORMATS.has(meta.format) || !meta.width || !meta.height)
     throw new AppError('NOT_AN_IMAGE');
@@ -229,6 +268,11 @@ export async function renderImage(
   const upright = meta.autoOrient ?? { width: meta.width, height: meta.height };
   if (upright.width * upright.height > limits.maxPixels)
     throw tooLarge('image', upright.width, upright.height, limits.maxPixels);
+  if (meta.format === 'svg' && Math.max(upright.width, upright.height) > MAX_SVG_SIDE)
+    throw new AppError(
+      'IMAGE_TOO_LARGE',
+      `The SVG is ${upright.width}×${upright.height} pixels; SVGs longer than ${MAX_SVG_SIDE} pixels a side are not drawn.`,
+    );
 
   let size = targetSize(upright, params);
   // A vector source is drawn at the size asked for; a raster one would only be blown up.
@@ -236,6 +280,11 @@ export async function renderImage(
   if (size.width * size.height > limits.maxOutputPixels)
     throw tooLarge('result', size.width, size.height, limits.maxOutputPixels);
   const format = choice === 'source' ? sourceOutput(meta.format) : choice;
+  if (Math.max(size.width, size.height) > MAX_SIDE[format])
+    throw new AppError(
+      'IMAGE_TOO_LARGE',
+      `The result would be ${size.width}×${size.height} pixels; the ${format} format holds at most ${MAX_SIDE[format]} pixels a side.`,
+    );
 
   try {
     const open = () =>
@@ -250,13 +299,17 @@ export async function renderImage(
     const sigma = params.blur;
     if (sigma !== undefined && sigma > DIRECT_BLUR_SIGMA) {
       const shrink = sigma / DIRECT_BLUR_SIGMA;
-      const small = await open()
-        .resize(Math.max(1, Math.round(size.width / shrink)), Math.max(1, Math.round(size.height / shrink)), {
-          fit: 'cover',
-        })
-        .blur(DIRECT_BLUR_SIGMA)
-        .raw()
-        .toBuffer({ resolveWithObject: true });
+      const small = await timed(limits.timeoutSeconds, () =>
+        open()
+          .resize(
+            Math.max(1, Math.round(size.width / shrink)),
+            Math.max(1, Math.round(size.height / shrink)),
+            { fit: 'cover' },
+          )
+          .blur(DIRECT_BLUR_SIGMA)
+          .raw()
+          .toBuffer({ resolveWithObject: true }),
+      );
       img = sharp(small.data, {
         raw: { width: small.info.width, height: small.info.height, channels: small.info.channels },
       })
@@ -293,7 +346,9 @@ export async function renderImage(
         break;
     }
     // sharp strips EXIF, GPS, XMP and ICC metadata from output unless asked to keep it.
-    const { data, info } = await img.toBuffer({ resolveWithObject: true });
+    const { data, info } = await timed(limits.timeoutSeconds, () =>
+      img.toBuffer({ resolveWithObject: true }),
+    );
     return { data, format, width: info.width, height: info.height };
   } catch (err) {
     throw imageError(err);

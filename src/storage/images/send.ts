@@ -43,6 +43,8 @@ export async function sendImage(
   reply: FastifyReply,
   file: ReadableFile,
   params: ImageParams,
+  /** Called before a variant's bytes are sent (a share link counts its download): FileSource.beforeBytes. */
+  beforeBytes?: () => Promise<void>,
 ): Promise<FastifyReply> {
   const { info } = file;
   const headers = request.headers;
@@ -74,6 +76,7 @@ export async function sendImage(
         ),
     },
   );
+  if (outcome.status !== 304 && request.method !== 'HEAD') await beforeBytes?.();
   reply.headers({
     etag: outcome.etag,
     'last-modified': info.lastModified.toUTCString(),

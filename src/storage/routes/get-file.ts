@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { imageQueryProperties } from '../images/params.ts';
 import { imageParamsOf, sendImage, transformsType } from '../images/send.ts';
-import { listFolder, resolveFile } from '../service.ts';
+import { listFolder, resolveFile, ruleCheckedFile } from '../service.ts';
 import { callerOf, KeyParams, keyOf, type StorageRouteDeps, security } from './common.ts';
 import { sendFile } from './send-file.ts';
 import { sendZip } from './send-zip.ts';
@@ -55,7 +55,7 @@ export const getFileRoute: FastifyPluginAsyncTypebox<{ deps: StorageRouteDeps }>
       if (transformsType(deps.config, file.info.contentType))
         return sendImage(deps.images, deps, request, reply, file, image);
     }
-    return sendFile(deps, request, reply, key, caller);
+    return sendFile(deps, request, reply, ruleCheckedFile(deps, key, caller));
   };
   app.get('/o/*', { schema, exposeHeadRoute: false }, (request, reply) =>
     serve(request, request.query, reply),

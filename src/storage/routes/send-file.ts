@@ -17,15 +17,7 @@ import {
   parseRange,
   type RangeResult,
 } from '../http-file.ts';
-import type { ParsedKey } from '../keys.ts';
-import {
-  type Caller,
-  openFile,
-  openWholeFile,
-  type ReadableFile,
-  resolveFile,
-  type StorageDeps,
-} from '../service.ts';
+import { type FileSource, openFile, type ReadableFile, type StorageDeps } from '../service.ts';
 
 /** Metadata-then-bytes attempts before a file that keeps changing is answered with 503. */
 const ATTEMPTS = 3;
@@ -43,8 +35,7 @@ export async function sendFile(
   deps: StorageDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  key: ParsedKey,
-  caller: Caller,
+  source: FileSource,
 ): Promise<FastifyReply> {
   const headers = request.headers as Record<string, string | undefined>;
   let file: ReadableFile;
@@ -57,11 +48,11 @@ export async function sendFile(
     !headers['if-modified-since']
   ) {
     // Nothing depends on the metadata before the bytes: open first (one store read, not two).
-    ({ file, body } = await openWholeFile(deps, key, caller));
+    ({ file, body } = await source.openWhole());
     answer = { kind: 'full' };
   } else {
     for (let attempt = 1; ; attempt++) {
-      file = await resolveFile(deps, key, caller);
+      file = await source.resolve();
       answer = answerFor(headers, file);
       if (request.method === 'HEAD' || answer.kind === 'not-modified' || answer.kind === 'unsatisfiable')
         break;
@@ -75,6 +66,15 @@ export async function sendFile(
             cause: err,
           });
       }
+    }
+  }
+
+  if (body && source.beforeBytes) {
+    try {
+      await source.beforeBytes();
+    } catch (err) {
+      body.destroy();
+      throw err;
     }
   }
 
