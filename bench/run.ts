@@ -16,6 +16,7 @@ import { refreshScenarios } from './scenarios/refresh.ts';
 import { revokedListScenarios } from './scenarios/revoked-list.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
+import { tusScenarios } from './scenarios/tus.ts';
 
 const SCENARIOS: Scenario[] = [
   authScenarios,
@@ -23,6 +24,7 @@ const SCENARIOS: Scenario[] = [
   revokedListScenarios,
   storageScenarios,
   filesScenarios,
+  tusScenarios,
   s3Scenarios,
   imageScenarios,
   oauthScenarios,

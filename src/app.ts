@@ -12,6 +12,7 @@ import Fastify, {
   type FastifyServerOptions,
   type RouteOptions,
 } from 'fastify';
+import { adminRoutes } from './admin/routes/index.ts';
 import { MetadataDocuments } from './auth/oauth-server/cimd.ts';
 import type { OAuthServerDeps } from './auth/oauth-server/deps.ts';
 import { oauthServerRoutes } from './auth/oauth-server/routes/index.ts';
@@ -115,6 +116,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
           adminSecret: { type: 'apiKey', in: 'header', name: 'x-admin-secret' },
+          hasuraAdminSecret: { type: 'apiKey', in: 'header', name: 'x-hasura-admin-secret' },
         },
       },
     },
@@ -183,11 +185,25 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       s.register(metadataRoutes, { config, signingAlg: ctx.oauthKeys?.algorithm ?? config.JWT_ALGORITHM }),
     );
   }
+  // The admin API works on the accounts of the auth group: served when it is.
+  await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
+    s.register(adminRoutes, { deps: authDeps(ctx), prefix: '/admin' }),
+  );
   if (ctx.storage) {
-    const { objects, rules, images, catalog } = ctx.storage;
+    const { objects, rules, images, catalog, tus } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, {
-      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog, webhooks: ctx.webhooks },
+      deps: {
+        config,
+        db: ctx.db,
+        clock: ctx.clock,
+        objects,
+        rules,
+        images,
+        catalog,
+        tus,
+        webhooks: ctx.webhooks,
+      },
       prefix: '/storage',
     });
   } else {

@@ -467,6 +467,12 @@ const SETTINGS = {
     { secret: true },
   ),
 
+  ADMIN_ROLE: str(
+    APP,
+    '',
+    "Role whose access tokens may call the admin API (`/admin`, docs/admin.md) and open the console's admin pages, as the admin secret does. Empty: only the admin secret. Must not be a role a new account gets or may ask for (`DEFAULT_USER_ROLE`, `DEFAULT_ALLOWED_USER_ROLES`, `ALLOWED_USER_ROLES`, `DEFAULT_ANONYMOUS_ROLE`); an operator grants it (`PATCH /admin/users/{id}` or `gatehouse users set-role`).",
+  ),
+
   // --- auth features ---
   AUTH_ENABLED: bool(AUTH, true, 'Every `/auth` route (404 when false).', ['AUTH_ENABLE']),
   AUTH_LOCAL_USERS_ENABLED: bool(AUTH, true, 'Email and password accounts (accepted for compatibility).', [
@@ -1017,6 +1023,12 @@ const SETTINGS = {
     50 * 1024 ** 2,
     'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
   ),
+  STORAGE_UPLOAD_EXPIRY: int(
+    STORAGE,
+    86_400_000,
+    'Resumable uploads (TUS, `/storage/uploads`) not finished this long (milliseconds; 24 h) after their creation are removed with their parts, and HEAD/PATCH then answer 404.',
+    { min: 1000 },
+  ),
   STORAGE_QUOTA_BYTES: sizeOrUnlimited(
     STORAGE,
     "What one user may store in all (the sum of the sizes of the files they uploaded), or `unlimited`. An upload that would pass it is refused with 413 `QUOTA_EXCEEDED`. Per-account overrides: `gatehouse users set-quota`. Uploads with the admin secret count in no one's quota.",
@@ -1480,6 +1492,21 @@ function crossChecks(c: Partial, problems: string[]): void {
   for (const r of defaults) {
     if (!roles.includes(r))
       problems.push(`DEFAULT_ALLOWED_USER_ROLES contains "${r}", which is not in ALLOWED_USER_ROLES`);
+  }
+  // Anyone may register with the roles below: one of them as the admin role would hand the admin API out.
+  const adminRole = c.ADMIN_ROLE as string;
+  if (adminRole !== '') {
+    const open: [string, readonly string[]][] = [
+      ['DEFAULT_USER_ROLE', [c.DEFAULT_USER_ROLE as string]],
+      ['DEFAULT_ANONYMOUS_ROLE', [c.DEFAULT_ANONYMOUS_ROLE as string]],
+      ['DEFAULT_ALLOWED_USER_ROLES', defaults],
+      ['ALLOWED_USER_ROLES', roles],
+    ];
+    for (const [name, list] of open)
+      if (list.includes(adminRole))
+        problems.push(
+          `ADMIN_ROLE "${adminRole}" is in ${name}: every new account could call the admin API; pick a role only an operator grants`,
+        );
   }
   const ident = /^[a-z_][a-z0-9_]*$/;
   for (const key of ['REGISTRATION_CUSTOM_FIELDS', 'JWT_CUSTOM_FIELDS'] as const) {

@@ -39,6 +39,8 @@ import { type ObjectStore, StoreUnavailable } from './storage/backends/object-st
 import { FileCatalog } from './storage/files.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+import { openSegments } from './storage/tus/open-segments.ts';
+import { TusUploads } from './storage/tus/service.ts';
 import { webhookDeliverer } from './webhooks/deliverer.ts';
 import { WEBHOOK_KIND, Webhooks } from './webhooks/webhooks.ts';
 
@@ -81,6 +83,8 @@ export interface AppContext {
 export interface StorageContext {
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
+  /** Resumable uploads (TUS) at /storage/uploads, and their expiry sweep. */
+  readonly tus: TusUploads;
   /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
   readonly images: ImageService;
   /** The files table's state on this instance and its background repairs (storage/files.ts). */
@@ -161,7 +165,9 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
     const webhooks = new Webhooks(config, clock, () => outbox.wake());
     if (config.WEBHOOK_URL.length > 0) outbox.deliver(WEBHOOK_KIND, webhookDeliverer(config));
-    const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
+    const storage = rules
+      ? await openStorage(config, rules, opts.log, { db, clock, every: tasks.every })
+      : undefined;
     // In the background: the first import of a store's objects, then the repair of cut-off uploads.
     if (storage) await storage.catalog.start({ config, db, clock, ...storage, webhooks }, opts.log);
     const ctx: AppContext = {
@@ -212,6 +218,7 @@ async function openStorage(
   config: Config,
   rules: StorageRules,
   log: FastifyBaseLogger,
+  with_: { db: Database; clock: Clock; every: BackgroundTasks['every'] },
 ): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
   const objects = await createObjectStore(config);
@@ -235,7 +242,12 @@ async function openStorage(
       (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
     );
   }
-  return { objects, rules, images: new ImageService(config, log), catalog: new FileCatalog() };
+  const images = new ImageService(config, log);
+  const catalog = new FileCatalog();
+  const segments = await openSegments(config, objects);
+  const tus = new TusUploads({ config, objects, rules, images, catalog, segments, log, ...with_ });
+  tus.start();
+  return { objects, rules, images, catalog, tus };
 }
 
 /** The part of the context the auth routes and domain use. */

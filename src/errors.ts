@@ -123,6 +123,16 @@ export const ERRORS = {
     logLevel: 'warn',
   },
 
+  // admin API
+  ADMIN_REQUIRED: {
+    status: 403,
+    message:
+      'This route is for administrators: send the admin secret in x-hasura-admin-secret, or an access token whose roles include ADMIN_ROLE.',
+  },
+  USER_NOT_FOUND: { status: 404, message: 'No user has this id.' },
+  UNKNOWN_ROLE: { status: 400, message: 'A role given is not in auth.roles.' },
+  LINK_NOT_AVAILABLE: { status: 409, message: 'This link cannot be made for this account.' },
+
   // provider sign-in (OAuth, OpenID Connect)
   PROVIDER_STATE_INVALID: {
     status: 400,
@@ -207,6 +217,18 @@ export const ERRORS = {
   FILE_MISSING: { status: 400, message: 'The request has no file part named "file".' },
   TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
   INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
+  TUS_VERSION_UNSUPPORTED: {
+    status: 412,
+    message: 'Send the header Tus-Resumable: 1.0.0 (the TUS version this server speaks).',
+  },
+  UPLOAD_OFFSET_MISMATCH: {
+    status: 409,
+    message: 'Upload-Offset is not the offset of the upload: send HEAD to learn it, then resume from there.',
+  },
+  UPLOAD_CHECKSUM_MISMATCH: {
+    status: 460,
+    message: 'The body does not match its Upload-Checksum; nothing of it was stored.',
+  },
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
   QUOTA_EXCEEDED: { status: 413, message: 'The upload would exceed your storage quota.' },
   STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
@@ -250,6 +272,9 @@ export function logLevelOf(code: ErrorCode): 'error' | 'warn' | 'info' | 'debug'
   if (spec.status < 500) return undefined;
   return spec.logLevel ?? 'error';
 }
+
+/** Statuses Node does not name: TUS's checksum extension answers 460. */
+const STATUS_TEXT: Record<number, string> = { 460: 'Checksum Mismatch' };
 
 export class AppError extends Error {
   readonly statusCode: number;
@@ -298,7 +323,12 @@ export function errorResponses(...statuses: number[]): Record<number, TObject> {
 }
 
 export function errorBody(statusCode: number, code: string, message: string, requestId?: string): ErrorBody {
-  const body: ErrorBody = { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code };
+  const body: ErrorBody = {
+    statusCode,
+    error: STATUS_TEXT[statusCode] ?? STATUS_CODES[statusCode] ?? 'Error',
+    message,
+    code,
+  };
   if (requestId !== undefined) body.requestId = requestId;
   return body;
 }

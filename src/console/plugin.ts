@@ -74,6 +74,7 @@ const ASSETS = [
   'files.js',
   'activity.js',
   'passkeys.js',
+  'admin.js',
 ] as const;
 
 interface Asset {
@@ -188,6 +189,11 @@ function consoleSettings(config: Config, outbox: boolean) {
     mfa: config.MFA_ENABLED,
     oauthServer: config.AUTH_ENABLED && config.OAUTH_SERVER_ENABLED,
     passkeys: config.WEBAUTHN_ENABLED,
+    emails: config.EMAILS_ENABLED,
+    // The admin pages: whether a session may use them by role (the role's name is no secret), and
+    // whether an admin secret exists to type.
+    adminRole: config.ADMIN_ROLE === '' ? null : config.ADMIN_ROLE,
+    adminSecret: config.HASURA_GRAPHQL_ADMIN_SECRET !== '',
     outbox,
     ...switches(config),
   };

@@ -246,3 +246,33 @@ export async function listFailedRows(db: Queryable, kind: string, limit: number)
     failed_at: new Date(r.failed_at),
   }));
 }
+
+/** One email of the outbox as an operator sees it: where it stands, never what it carries (its link). */
+export interface OutboxListing {
+  id: string;
+  template: string;
+  recipient: string;
+  created_at: Date;
+  attempts: number;
+  sent_at: Date | null;
+  failed_at: Date | null;
+  last_error: string | null;
+}
+
+/** The newest `limit` emails of the outbox (deferred steps left out: they name no recipient yet). */
+export async function listOutboxEmails(db: Queryable, limit: number): Promise<OutboxListing[]> {
+  const { rows } = await db.query<OutboxListing>(
+    'ListOutboxEmails',
+    `SELECT id::text AS id, template, recipient, created_at, attempts, sent_at, failed_at, last_error
+       FROM auth.email_outbox WHERE kind = 'email'
+      ORDER BY created_at DESC, id DESC LIMIT $1`,
+    [limit],
+  );
+  const date = (d: Date | string | null) => (d === null ? null : new Date(d));
+  return rows.map((r) => ({
+    ...r,
+    created_at: new Date(r.created_at),
+    sent_at: date(r.sent_at),
+    failed_at: date(r.failed_at),
+  }));
+}

@@ -149,15 +149,29 @@ export async function refreshFile(q: Queryable, info: ObjectInfo): Promise<void>
   );
 }
 
-/** Imports the row of an object found in the store; an existing row is left as it is. */
-export async function importFile(q: Queryable, info: ObjectInfo, now: Date): Promise<boolean> {
+/**
+ * Imports the rows of objects found in the store, in one statement (a page of a listing); existing rows
+ * are left as they are. Returns how many were added.
+ */
+export async function importFiles(q: Queryable, infos: readonly ObjectInfo[], now: Date): Promise<number> {
+  if (infos.length === 0) return 0;
   const { rowCount } = await q.query(
-    'storage-file-import',
+    'storage-files-import',
     `INSERT INTO storage.files (key, size, content_type, etag, token, owner_id, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, NULL, $6, $7) ON CONFLICT (key) DO NOTHING`,
-    [info.key, info.size, info.contentType, info.etag, info.token, now, info.lastModified],
+     SELECT k, s, c, e, t, NULL, $6, to_timestamp(m / 1000.0)
+       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $7::float8[]) AS i(k, s, c, e, t, m)
+     ON CONFLICT (key) DO NOTHING`,
+    [
+      infos.map((i) => i.key),
+      infos.map((i) => i.size),
+      infos.map((i) => i.contentType),
+      infos.map((i) => i.etag),
+      infos.map((i) => i.token),
+      now,
+      infos.map((i) => i.lastModified.getTime()),
+    ],
   );
-  return rowCount > 0;
+  return rowCount;
 }
 
 export async function deleteFileRow(q: Queryable, key: string): Promise<boolean> {

@@ -30,7 +30,7 @@ import {
   filesByKeys,
   filesUnder,
   findFile,
-  importFile,
+  importFiles,
   isImported,
   lockOwner,
   markImported,
@@ -38,6 +38,7 @@ import {
   rowInfo,
   upsertFile,
 } from './files-store.ts';
+import { isReservedKey } from './keys.ts';
 import type { QuotaReservation } from './quotas.ts';
 
 /** What the files table's operations use (a part of StorageDeps). */
@@ -258,19 +259,22 @@ export async function reconcile(
       deps.db,
       page.map((o) => o.key),
     );
+    const missing: ObjectInfo[] = [];
     for (const object of page) {
       const row = rows.get(object.key);
-      if (!row) {
-        if (await importFile(deps.db, object, deps.clock.now())) report.imported++;
-      } else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
+      if (!row) missing.push(object);
+      else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
         await refreshFile(deps.db, object);
         report.updated++;
       }
     }
+    report.imported += await importFiles(deps.db, missing, deps.clock.now());
     report.objects += page.length;
     page = [];
   };
   for await (const object of deps.objects.list('')) {
+    // The parts of resumable uploads in progress (S3: the bucket's reserved prefix) are no files.
+    if (isReservedKey(object.key)) continue;
     page.push(object);
     if (page.length >= PAGE) await flush();
     if (stopped()) return report;

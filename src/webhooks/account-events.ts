@@ -30,6 +30,8 @@ export function webhookOfAccountEvent(event: AccountEvent, email: string | null)
       return { type: 'password.changed', data: { reset: true } };
     case 'email_changed':
       return { type: 'user.updated', data: { changes: ['email'], email } };
+    case 'admin_email_changed':
+      return { type: 'user.updated', data: { changes: ['email'], email } };
     case 'account_disabled':
       return { type: 'user.updated', data: { changes: ['disabled'], disabled: true } };
     case 'mfa_enabled':

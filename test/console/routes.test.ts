@@ -130,6 +130,10 @@ describe('console pages outside production', () => {
       mfa: true,
       oauthServer: false,
       passkeys: true,
+      emails: true,
+      // No admin secret and no ADMIN_ROLE here: the admin pages have nothing to sign in with.
+      adminRole: null,
+      adminSecret: false,
       outbox: true,
     });
   });

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { disableUser, findAccount, resetLink, signOutUser } from '../../src/auth/operator.ts';
+import { authDeps } from '../../src/context.ts';
 import { bearer, HS, login, newEmail, type Signed, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
@@ -176,7 +177,7 @@ for (const kind of dbKinds()) {
       const { a, b } = await twoSessions();
       const other = await signUp(t);
       const account = await findAccount(t.ctx.db, a.email);
-      const { link } = await resetLink(t.ctx, account);
+      const { link } = await resetLink(authDeps(t.ctx), account);
       const ticket = new URL(link).searchParams.get('ticket');
       const res = await t.app.inject({
         method: 'POST',

@@ -92,13 +92,14 @@ export interface ActivationInput {
 /**
  * Issues an 'activation' ticket and emails the link `GET /auth/activate?ticket=…` (header X-Ticket).
  * With EMAILS_ENABLED=false nothing is issued: the account waits for an operator to activate it.
+ * Returns the link emailed, if any.
  */
 export async function issueActivation(
   deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
   tx: Queryable,
   input: ActivationInput,
-): Promise<void> {
-  if (!deps.mailer.sends) return;
+): Promise<{ link: string; expiresAt: Date } | undefined> {
+  if (!deps.mailer.sends) return undefined;
   const payload: Record<string, unknown> = { sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
@@ -124,6 +125,7 @@ export async function issueActivation(
     headers: { 'X-Ticket': ticket },
     expiresAt,
   });
+  return { link, expiresAt };
 }
 
 /**
@@ -169,12 +171,15 @@ export interface MagicLinkInput {
   keepEarlier?: boolean;
 }
 
-/** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
+/**
+ * Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token);
+ * returns the link emailed.
+ */
 export async function issueMagicLink(
   deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
   tx: Queryable,
   input: MagicLinkInput,
-): Promise<void> {
+): Promise<{ link: string; expiresAt: Date }> {
   const payload: Record<string, unknown> = { action: input.action, sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
@@ -203,4 +208,5 @@ export async function issueMagicLink(
     headers: { 'X-Token': token },
     expiresAt,
   });
+  return { link, expiresAt };
 }

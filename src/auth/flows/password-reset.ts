@@ -40,9 +40,22 @@ export async function passwordResetStep(
 ): Promise<void> {
   const account = await findAccountByEmail(tx, input.email);
   if (!account?.active || account.disabled || !account.email) return;
+  await mailResetLink(deps, tx, { id: account.id, email: account.email }, input.redirectTo);
+}
+
+/**
+ * Emails a new reset link to the account's address (its earlier reset links stop working): the
+ * lost-password email, also sent by an operator (the admin API). Returns the link.
+ */
+export async function mailResetLink(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  account: { id: string; email: string },
+  redirectTo?: string,
+): Promise<{ link: string; expiresAt: Date }> {
   // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
   const email = account.email;
-  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, input.redirectTo, email);
+  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, redirectTo, email);
   const profile = await loadProfile(tx, account.id);
   await deps.mailer.send(tx, {
     to: email,
@@ -58,6 +71,7 @@ export async function passwordResetStep(
     headers: { 'X-Ticket': ticket },
     expiresAt,
   });
+  return { link, expiresAt };
 }
 
 /**

@@ -38,6 +38,7 @@ import {
   insertAccount,
   lockAccountByEmail,
   markEmailProven,
+  operatorMadeUntouched,
   type ProofMethod,
   probeUserRow,
   resettableUserColumns,
@@ -536,7 +537,11 @@ export async function completeRegistration(
     attempt !== undefined &&
     attempt.kind !== 'resend' &&
     (await attemptsLiveSince(tx, account.id, attempt.created_at, attempt.id)) === 0;
-  await grantChoices(deps, tx, account, alone ? attempt : undefined);
+  // An account an operator made (and nobody has tried to register since) keeps what the operator set:
+  // there is no stranger's choice on it to drop. Otherwise the attempt's choices, or the defaults.
+  const chose = attempt !== undefined && attempt.kind !== 'resend';
+  if (chose || !(await operatorMadeUntouched(tx, account.id)))
+    await grantChoices(deps, tx, account, alone ? attempt : undefined);
   // The passkey of the attempt whose link alone activated the account becomes its own; every other
   // passkey the waiting account held goes (before the attempts, which would take theirs with them).
   const adopted = await settlePendingPasskeys(tx, account.id, alone ? attempt.id : undefined);

@@ -12,6 +12,7 @@ import { getFileRoute } from './get-file.ts';
 import { getMetadataRoute } from './get-metadata.ts';
 import { getSharedFileRoute } from './get-shared-file.ts';
 import { shareRoutes } from './shares.ts';
+import { tusRoutes } from './tus.ts';
 import { updateMetadataRoute } from './update-metadata.ts';
 import { uploadRoute } from './upload.ts';
 import { usageRoute } from './usage.ts';
@@ -35,4 +36,6 @@ export const storageRoutes: FastifyPluginAsync<{ deps: StorageRouteDeps }> = asy
       await signedIn.register(usageRoute, { deps });
     }),
   );
+  const { tus } = deps;
+  if (tus) await app.register(tusRoutes, { deps: { ...deps, tus } });
 };
