@@ -11,6 +11,7 @@ import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
 import { filesScenarios } from './scenarios/files.ts';
 import { imageScenarios } from './scenarios/images.ts';
+import { oauthScenarios } from './scenarios/oauth.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
 import { revokedListScenarios } from './scenarios/revoked-list.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
@@ -26,6 +27,7 @@ const SCENARIOS: Scenario[] = [
   tusScenarios,
   s3Scenarios,
   imageScenarios,
+  oauthScenarios,
 ];
 
 const args = process.argv.slice(2);

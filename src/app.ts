@@ -13,6 +13,10 @@ import Fastify, {
   type RouteOptions,
 } from 'fastify';
 import { adminRoutes } from './admin/routes/index.ts';
+import { MetadataDocuments } from './auth/oauth-server/cimd.ts';
+import type { OAuthServerDeps } from './auth/oauth-server/deps.ts';
+import { oauthServerRoutes } from './auth/oauth-server/routes/index.ts';
+import { metadataRoutes } from './auth/oauth-server/routes/metadata.ts';
 import { authRoutes } from './auth/routes/index.ts';
 import type { TrustProxy } from './config.ts';
 import { consoleRoutes } from './console/plugin.ts';
@@ -170,9 +174,15 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
         reply.headers(NO_CACHE_HEADERS);
       });
       await auth.register(authRoutes, { deps: authDeps(ctx), mfaBox: ctx.mfaBox, providers: ctx.providers });
+      await registerWhen(auth, gate(config, { OAUTH_SERVER_ENABLED: true }), (s) =>
+        s.register(oauthServerRoutes, { deps: oauthServerDeps(ctx), prefix: '/oauth2' }),
+      );
     };
     await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
       s.register(authGroup, { prefix: '/auth' }),
+    );
+    await registerWhen(app, gate(config, { AUTH_ENABLED: true, OAUTH_SERVER_ENABLED: true }), (s) =>
+      s.register(metadataRoutes, { config, signingAlg: ctx.oauthKeys?.algorithm ?? config.JWT_ALGORITHM }),
     );
   }
   // The admin API works on the accounts of the auth group: served when it is.
@@ -232,6 +242,16 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   if (config.API_REFERENCE_ENABLED) await registerApiReference(app);
   return app;
+}
+
+/** What the authorization server's routes use (only read when OAUTH_SERVER_ENABLED, which loads its key). */
+function oauthServerDeps(ctx: AppContext): OAuthServerDeps {
+  return {
+    ...authDeps(ctx),
+    oauthKeys: ctx.oauthKeys ?? notServed('the OAuth server key'),
+    documents: new MetadataDocuments(ctx.config.OAUTH_CIMD_ALLOW_PRIVATE, () => ctx.clock.now().getTime()),
+    cookieSecret: ctx.cookieSecret,
+  };
 }
 
 /**

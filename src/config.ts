@@ -294,6 +294,7 @@ const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
+const OAUTH_SERVER = 'OAuth authorization server (MCP clients, third-party apps)';
 const HOOKS = 'Custom claims and webhooks';
 const PASSKEYS = 'Passkeys (WebAuthn)';
 
@@ -1279,6 +1280,48 @@ const SETTINGS = {
     'Scopes asked of the OpenID Connect provider (space-separated; must include `openid`).',
   ),
 
+  // --- Gatehouse as an OAuth 2.1 authorization server (issue 31) ---
+  OAUTH_SERVER_ENABLED: bool(
+    OAUTH_SERVER,
+    false,
+    'Gatehouse as an OAuth 2.1 authorization server (`/auth/oauth2/*`, `/.well-known/oauth-authorization-server`): MCP clients and third-party apps sign people in with their Gatehouse accounts and get access tokens bound to the resource they are for. The issuer is `SERVER_URL`. See docs/mcp.md.',
+  ),
+  OAUTH_SERVER_KEY: str(
+    OAUTH_SERVER,
+    '',
+    'PEM private key that signs the tokens of the authorization server (`OAUTH_SERVER_ALGORITHM`), published in `/auth/jwks` beside the access-token keys. Required when `JWT_ALGORITHM` is HS* (a shared secret cannot be published); unset otherwise, the access-token key signs them.',
+    { secret: true },
+  ),
+  OAUTH_SERVER_ALGORITHM: oneOf(
+    OAUTH_SERVER,
+    ['RS256', 'RS384', 'RS512', 'ES256', 'EdDSA'] as const,
+    'RS256',
+    'Algorithm of `OAUTH_SERVER_KEY` (unused without it).',
+  ),
+  OAUTH_RESOURCES: list(
+    OAUTH_SERVER,
+    [],
+    'Comma-separated resource URIs (RFC 8707: MCP servers, APIs) that clients may ask tokens for. Empty: any absolute `https` URI (and `http://localhost`/`127.0.0.1` outside production).',
+  ),
+  OAUTH_LOGIN_URL: str(
+    OAUTH_SERVER,
+    '/console/',
+    "Where a person without a session is sent to sign in before the consent page; it gets the authorization URL to come back to in `return_to` (a path of this service: after signing in with `cookie: true`, send the browser there). Default: the console's sign-in page, which does that; in production (where the console is the operator's) set it to your app's sign-in page.",
+  ),
+  OAUTH_DYNAMIC_REGISTRATION: bool(
+    OAUTH_SERVER,
+    false,
+    'Open `POST /auth/oauth2/register` (RFC 7591): anyone may register a client. Off by default: the consent page names the client by what it claims of itself, so open registration lets any site present itself under any name; client metadata documents (CIMD, named by their https URL) and operator clients (`gatehouse oauth-clients`) do not have that problem.',
+  ),
+  OAUTH_CIMD_ALLOW_PRIVATE: shownAs(
+    bool(
+      OAUTH_SERVER,
+      (c) => c.NODE_ENV !== 'production',
+      'Accept client metadata documents (CIMD) at loopback and private addresses, and over `http://127.0.0.1`/`localhost`. Never in production: a client id URL would make the server fetch from its own network.',
+    ),
+    '`true` outside production, `false` in production',
+  ),
+
   // --- Custom claims, webhooks and email codes (issue 30) ---
   JWT_CLAIMS_FUNCTION: str(
     HOOKS,
@@ -1516,6 +1559,17 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
   }
   providerChecks(c, problems);
+  // In production the console is the operator's (behind the admin secret): people sign in elsewhere.
+  if (c.OAUTH_SERVER_ENABLED && c.NODE_ENV === 'production' && c.OAUTH_LOGIN_URL === '/console/')
+    problems.push(
+      "OAUTH_LOGIN_URL must name your app's sign-in page in production (the console is the operator's); it gets the authorization URL to return to in return_to",
+    );
+  // The authorization server publishes its keys: an HS* shared secret cannot be, and would let every
+  // resource server mint tokens.
+  if (c.OAUTH_SERVER_ENABLED && String(c.JWT_ALGORITHM).startsWith('HS') && !c.OAUTH_SERVER_KEY)
+    problems.push(
+      `OAUTH_SERVER_ENABLED needs an asymmetric signing key: JWT_ALGORITHM is ${String(c.JWT_ALGORITHM)} (a shared secret), so set OAUTH_SERVER_KEY (a PEM private key for OAUTH_SERVER_ALGORITHM)`,
+    );
   hookChecks(c, problems);
   passkeyChecks(c, problems);
   if (c.NODE_ENV === 'production') {

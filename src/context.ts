@@ -16,6 +16,7 @@ import { activationResendStep } from './auth/flows/registration.ts';
 import { type JwtKeys, KeyError, loadJwtKeys } from './auth/keys.ts';
 import { SecretBox } from './auth/mfa/secret-box.ts';
 import { ProviderRegistry } from './auth/oauth/registry.ts';
+import { loadOAuthKeys, type OAuthKeys } from './auth/oauth-server/keys.ts';
 import { Passwords } from './auth/passwords.ts';
 import { Revocations } from './auth/revocations.ts';
 import type { SealedKind } from './auth/sealed-store.ts';
@@ -51,6 +52,8 @@ export interface AppContext {
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
+  /** The key of the OAuth authorization server's tokens; undefined unless OAUTH_SERVER_ENABLED. */
+  readonly oauthKeys: OAuthKeys | undefined;
   /** Password hashing threads, sized by this context's settings and stopped by closeContext. */
   readonly passwords: Passwords;
   readonly cookieSecret: string;
@@ -115,6 +118,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
   // Before anything is read or written there: what another local user can read is tightened first.
   secureDataDir(config.DATA_DIR, opts.log);
   const keys = await attempt(() => loadJwtKeys(config, { now: clock.now() }));
+  const oauthKeys =
+    keys && config.OAUTH_SERVER_ENABLED ? await attempt(() => loadOAuthKeys(config, keys)) : undefined;
   const secret = await attempt(() => cookieSecret(config));
   const mfaBox =
     config.AUTH_ENABLED && config.MFA_ENABLED ? await attempt(() => SecretBox.fromConfig(config)) : undefined;
@@ -170,6 +175,7 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       db,
       clock,
       keys,
+      oauthKeys,
       passwords: new Passwords(config),
       cookieSecret: secret,
       mailer,
@@ -246,8 +252,8 @@ async function openStorage(
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, outbox, revocations, webhooks } = ctx;
-  return { config, db, clock, keys, passwords, mailer: outbox, revocations, webhooks };
+  const { config, db, clock, keys, oauthKeys, passwords, outbox, revocations, webhooks } = ctx;
+  return { config, db, clock, keys, oauthKeys, passwords, mailer: outbox, revocations, webhooks };
 }
 
 /**

@@ -196,6 +196,20 @@ export const ERRORS = {
   PROVIDER_RESPONSE_INVALID: { status: 502, message: 'The sign-in provider answered an invalid response.' },
   PROVIDER_UNAVAILABLE: { status: 503, message: 'The sign-in provider could not be reached; try again.' },
 
+  // Gatehouse as an OAuth authorization server (the token, revocation, introspection and registration
+  // endpoints answer RFC 6749's own body instead: auth/oauth-server/protocol-errors.ts)
+  OAUTH_REQUEST_INVALID: {
+    status: 400,
+    message:
+      'This authorization request cannot be served (unknown client, or a redirect URI the client did not register); nothing was sent back to the application.',
+  },
+  OAUTH_CONSENT_INVALID: {
+    status: 403,
+    message:
+      'This consent form was not made for your session (missing or wrong form token); go back to the application and start again.',
+  },
+  OAUTH_GRANT_NOT_FOUND: { status: 404, message: 'You have not allowed this client.' },
+
   // storage
   FORBIDDEN: { status: 403, message: 'Forbidden' },
   INVALID_KEY: { status: 400, message: 'The file path is not valid.' },

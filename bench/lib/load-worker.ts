@@ -42,6 +42,18 @@ if (spec.refreshTokens) {
   ];
 }
 
+if (spec.bodies) {
+  const bodies = [...spec.bodies];
+  opts.requests = [
+    {
+      setupRequest: (req: autocannon.Request) => ({ ...req, body: bodies.shift() ?? '' }),
+      onResponse: (status: number, body: string) => {
+        if (status !== 200) firstFailure ??= `${status} ${body.slice(0, 300)}`;
+      },
+    } as autocannon.Request,
+  ];
+}
+
 const r = await autocannon(opts);
 const result: LoadResult = {
   requestsPerSec: r.requests.average,

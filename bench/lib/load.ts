@@ -19,6 +19,11 @@ export interface LoadSpec {
    * (`GET <url>?refresh_token=<token>`, the answer's `refresh_token` is used next).
    */
   refreshTokens?: string[];
+  /**
+   * One body per request, each used once, in order (single-use credentials: authorization codes); the
+   * run ends when they are used up (with `amount` set to their number) or at the duration.
+   */
+  bodies?: string[];
   /** Requests per second cap per connection (for probes that must not add load). */
   rate?: number;
 }

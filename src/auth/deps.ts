@@ -9,6 +9,7 @@ import type { Database } from '../db/database.ts';
 import type { MailPort } from '../mail/port.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { JwtKeys } from './keys.ts';
+import type { OAuthKeys } from './oauth-server/keys.ts';
 import type { Passwords } from './passwords.ts';
 import type { Revocations } from './revocations.ts';
 
@@ -17,6 +18,8 @@ export interface AuthDeps {
   readonly db: Database;
   readonly clock: Clock;
   readonly keys: JwtKeys;
+  /** The OAuth authorization server's signing key (published in /auth/jwks); unless OAUTH_SERVER_ENABLED, none. */
+  readonly oauthKeys?: OAuthKeys | undefined;
   /** This instance's password hashing threads. */
   readonly passwords: Passwords;
   /**

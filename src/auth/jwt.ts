@@ -165,6 +165,8 @@ function refusal(err: unknown, keys: JwtKeys, config: Config): string {
     if (err.claim === 'iat' && err.reason === 'missing') return 'access token has no issue time (iat)';
     if (err.claim === 'iss')
       return `access token issued by ${shown(err.payload.iss ?? '(none)')}, not by this service (${shown(config.JWT_ISSUER)})`;
+    if (err.claim === 'typ')
+      return 'this is an OAuth access token for another resource (typ at+jwt), not a credential for this service';
     if (err.claim === 'nbf') return 'access token is not valid yet (nbf is in the future)';
     return `access token claim ${shown(err.claim)} is not valid`;
   }
@@ -195,7 +197,8 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
         keyLiveUntil = keys.previousUntil?.getTime() ?? Number.POSITIVE_INFINITY;
       return found?.verifyCryptoKey ?? keys.verifyCryptoKey;
     };
-    ({ payload } = await jwtVerify(token, keyFor, {
+    let protectedHeader: { typ?: string };
+    ({ payload, protectedHeader } = await jwtVerify(token, keyFor, {
       algorithms: [keys.algorithm],
       issuer: config.JWT_ISSUER,
       currentDate: now,
@@ -203,6 +206,13 @@ async function verifyToken(keys: JwtKeys, config: Config, token: string, now: Da
       // issue time its lifetime cannot be checked (below); the service's tokens, and HBP's, carry one.
       requiredClaims: ['exp', 'iat'],
     }));
+    // The OAuth authorization server's tokens (RFC 9068, auth/oauth-server) may be signed with this same
+    // key: they are for the resource servers they name, never a credential for this service's routes.
+    if (
+      protectedHeader.typ?.toLowerCase() === 'at+jwt' ||
+      protectedHeader.typ?.toLowerCase() === 'application/at+jwt'
+    )
+      throw new joseErrors.JWTClaimValidationFailed('OAuth access token', payload, 'typ', 'check_failed');
   } catch (err) {
     const why =
       unknownKid !== undefined && err instanceof joseErrors.JWSSignatureVerificationFailed

@@ -187,6 +187,7 @@ function consoleSettings(config: Config, outbox: boolean) {
     changeEmail: config.CHANGE_EMAIL_ENABLED,
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
+    oauthServer: config.AUTH_ENABLED && config.OAUTH_SERVER_ENABLED,
     passkeys: config.WEBAUTHN_ENABLED,
     emails: config.EMAILS_ENABLED,
     // The admin pages: whether a session may use them by role (the role's name is no secret), and

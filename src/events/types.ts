@@ -47,6 +47,13 @@ export type AccountEventBody =
   | { type: 'provider_linked'; details: { provider: string } }
   | { type: 'provider_unlinked'; details: { provider: string } }
   | { type: 'account_disabled'; details: { by: 'operator' } }
+  /** The person allowed an OAuth client (auth/oauth-server) for the first time. */
+  | {
+      type: 'oauth_grant_created';
+      details: { client_id: string; client_name: string; scopes: string[]; resources: string[] };
+    }
+  /** An OAuth client's access ended: withdrawn by the person, or the client deleted by the operator. */
+  | { type: 'oauth_grant_revoked'; details: { client_id: string; by: 'owner' | 'operator' } }
   /** A passkey was added (or came with a sign-up); `passkey` is its id in GET /auth/passkeys. */
   | { type: 'passkey_added'; details: { passkey: string; name: string } }
   | { type: 'passkey_removed'; details: { passkey: string; name: string } }
@@ -93,6 +100,8 @@ export const ACCOUNT_EVENT_TYPES: readonly AccountEventType[] = [
   'provider_linked',
   'provider_unlinked',
   'account_disabled',
+  'oauth_grant_created',
+  'oauth_grant_revoked',
   'passkey_added',
   'passkey_removed',
   'passkey_clone_detected',

@@ -128,6 +128,7 @@ describe('console pages outside production', () => {
       changeEmail: true,
       verifyEmails: false,
       mfa: true,
+      oauthServer: false,
       passkeys: true,
       emails: true,
       // No admin secret and no ADMIN_ROLE here: the admin pages have nothing to sign in with.

@@ -43,6 +43,7 @@ export const NEEDS = {
   redis: env('REDIS_URL', 'a Redis URL'),
   'docker-compose': program('docker-compose', 'apt-get install -y docker-compose; .ci/run installs it'),
   chromium: program('chromium', 'apt-get install -y chromium; .ci/run installs it'),
+  openssl: program('openssl', 'apt-get install -y openssl'),
 } satisfies Record<string, Need>;
 
 export type NeedName = keyof typeof NEEDS;

@@ -6,7 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { AppError, errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
-import { publishedJwks } from '../keys.ts';
+import { allPublishedJwks } from '../oauth-server/keys.ts';
 
 const Jwks = Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) });
 
@@ -22,11 +22,11 @@ export const jwksRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (a
     },
     async (_request, reply) => {
       // A shared secret has no public half; publishing it would let anyone mint tokens.
-      if (!deps.keys.publicJwk) throw new AppError('JWKS_NOT_AVAILABLE');
+      if (!deps.keys.publicJwk && !deps.oauthKeys?.extraJwks.length) throw new AppError('JWKS_NOT_AVAILABLE');
       // Cacheable: Hasura schedules its JWKS refreshes from max-age, and never refreshes on no-store.
       // A rotation publishes the new key this long before it signs (JWT_KEY_ROTATED_AT).
       reply.header('cache-control', `public, max-age=${deps.config.JWKS_MAX_AGE}`);
-      return { keys: publishedJwks(deps.keys, deps.clock.now()) };
+      return { keys: allPublishedJwks(deps.keys, deps.oauthKeys, deps.clock.now()) };
     },
   );
 };

@@ -22,7 +22,7 @@ export const SecurityEvent = Type.Object({
   session_id: Nullable('The session it came from, or the one a sign-in began.'),
   details: Type.Record(Type.String(), Type.Unknown(), {
     description:
-      'By type: sign_in {method}, sign_in_failed {reason}, session_ended {reason, sessions}, email_changed {confirmed}, provider_linked/unlinked {provider}, account_disabled {by}, passkey_added/removed/clone_detected {passkey, name}; an operator\'s change (admin_*) names the credential in by: {via: "admin-secret" | "admin-role" (with user_id) | "cli"}.',
+      'By type: sign_in {method}, sign_in_failed {reason}, session_ended {reason, sessions}, email_changed {confirmed}, provider_linked/unlinked {provider}, account_disabled {by}, passkey_added/removed/clone_detected {passkey, name}, oauth_grant_created {client_id, client_name, scopes, resources}, oauth_grant_revoked {client_id, by}; an operator\'s change (admin_*) names the credential in by: {via: "admin-secret" | "admin-role" (with user_id) | "cli"}.',
   }),
 });
 

@@ -73,6 +73,17 @@ const ctx = {
   render: () => render(),
 };
 
+/** Where to go back after signing in (an OAuth authorization request), kept for this tab. */
+const RETURN_TO = 'gatehouse.return_to';
+
+/** Signed in with an authorization request waiting: back to it. */
+function followReturn() {
+  const back = sessionStorage.getItem(RETURN_TO);
+  if (!session() || !back) return;
+  sessionStorage.removeItem(RETURN_TO);
+  location.assign(back);
+}
+
 function currentPage() {
   const name = location.hash.replace(/^#\/?/, '');
   return PAGES[name] ? name : session() ? 'session' : 'sign-in';
@@ -144,6 +155,13 @@ function landing() {
   } else if (q.get('signed_in') === 'true') {
     ctx.notice('Signed in by the emailed link.');
     page = 'session';
+  } else if (q.has('return_to')) {
+    // The OAuth authorization server sent a person without a session here (OAUTH_LOGIN_URL): once signed
+    // in, they go back to the authorization request. Only that path of this origin is followed, so the
+    // parameter cannot turn the console into an open redirect.
+    const back = q.get('return_to') ?? '';
+    if (back.startsWith('/auth/oauth2/authorize?')) sessionStorage.setItem(RETURN_TO, back);
+    page = 'sign-in';
   } else if (q.has('error')) {
     ctx.notice(LINK_ERRORS[q.get('error')] ?? `The link did not work (${q.get('error')}).`);
     page = 'sign-in';
@@ -165,7 +183,11 @@ async function start() {
   } catch (err) {
     ctx.notice(describe(err));
   }
-  onSession(() => renderNav(currentPage()));
+  onSession(() => {
+    renderNav(currentPage());
+    followReturn();
+  });
+  followReturn();
   window.addEventListener('hashchange', render);
   await render();
   document.body.dataset.ready = 'true';

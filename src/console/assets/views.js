@@ -549,11 +549,68 @@ export async function securityPage(ctx) {
       )
     : null;
 
+  const apps = s.oauthServer ? section('Connected applications', await grantsSection()) : null;
+
   return page(
     'Security',
     undefined,
-    h('div', { class: 'columns' }, h('div', {}, passkeys, mfa), h('div', {}, password, email)),
+    h('div', { class: 'columns' }, h('div', {}, passkeys, mfa, apps), h('div', {}, password, email)),
   );
+}
+
+/**
+ * The applications (OAuth clients: MCP clients, third-party apps) the person allowed, with what they may
+ * do and where; removing one ends its tokens at once.
+ */
+async function grantsSection() {
+  const box = h('div', { class: 'grants' });
+  const draw = async (message) => {
+    const grants = await api('GET', '/auth/oauth2/grants');
+    const status = h('p', { class: 'done', role: 'status' }, message ?? '');
+    if (grants.length === 0) {
+      box.replaceChildren(h('p', {}, 'No application has access to your account.'), status);
+      return;
+    }
+    box.replaceChildren(
+      h(
+        'ul',
+        { class: 'grant-list' },
+        ...grants.map((g) =>
+          h(
+            'li',
+            {},
+            h('strong', {}, g.client_name),
+            h('br'),
+            h('span', {}, `Scopes: ${g.scopes.join(' ') || '(none)'}`),
+            g.resources.length ? h('br') : null,
+            g.resources.length ? h('span', {}, `For: ${g.resources.join(', ')}`) : null,
+            h('br'),
+            h(
+              'span',
+              {},
+              `Last used: ${g.last_used_at ? new Date(g.last_used_at).toLocaleString() : 'never'}`,
+            ),
+            h(
+              'button',
+              {
+                type: 'button',
+                class: 'secondary',
+                'aria-label': `Remove ${g.client_name}`,
+                onclick: async () => {
+                  await api('DELETE', `/auth/oauth2/grants/${encodeURIComponent(g.client_id)}`);
+                  await draw(`${g.client_name} no longer has access.`);
+                },
+              },
+              'Remove',
+            ),
+          ),
+        ),
+      ),
+      status,
+    );
+  };
+  await draw();
+  return box;
 }
 
 /** Landing page of an emailed password-reset link. */
