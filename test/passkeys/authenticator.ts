@@ -1,13 +1,13 @@
 /**
  * A software WebAuthn authenticator for the passkey suites: ES256 keys from node:crypto, the attestation
- * object and COSE key in CBOR (cbor-x), client data as a browser writes it. It answers the options of the
+ * object and COSE key in CBOR (cbor.ts), client data as a browser writes it. It answers the options of the
  * service as a browser and an authenticator would, and every part of the answer can be bent (origin, RP
  * ID, flags, counter, key, challenge, type) to play the attacks the suites test.
  */
 import { createHash, generateKeyPairSync, type KeyObject, randomBytes, sign } from 'node:crypto';
-import { Encoder } from 'cbor-x';
+import { encodeCbor } from './cbor.ts';
 
-const cbor = new Encoder({ useRecords: false, mapsAsObjects: false, tagUint8Array: false });
+const cbor = { encode: encodeCbor };
 
 export const FLAG_UP = 0x01;
 export const FLAG_UV = 0x04;
