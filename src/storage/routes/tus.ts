@@ -10,7 +10,7 @@ import { PassThrough, Readable, Transform } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { Metadata } from '@tus/utils';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { AppError, errorResponses } from '../../errors.ts';
 import { StoreUnavailable } from '../backends/object-store.ts';
 import type { Caller } from '../service.ts';
 import { callers, type Declared, failures, pendingIds, type TusUploads } from '../tus/service.ts';
@@ -195,6 +195,10 @@ async function handOver(request: FastifyRequest, reply: FastifyReply, h: HandOve
   return reply.send(res.status === 204 || request.method === 'HEAD' ? undefined : text);
 }
 
+/** An answer of the protocol: headers only (Upload-Offset, Location, Tus-*), no body. */
+const headersOnly = (description: string) => ({ description, type: 'null' }) as const;
+const refusals = errorResponses(400, 401, 403, 404, 409, 412, 413, 415, 429, 460, 503);
+
 const IdParams = {
   type: 'object',
   properties: { id: { type: 'string', maxLength: 64 } },
@@ -215,8 +219,13 @@ export const tusRoutes: FastifyPluginAsync<{ deps: TusRouteDeps }> = async (app,
   const tags = ['storage'];
   const discovery = async (request: FastifyRequest, reply: FastifyReply) =>
     handOver(request, reply, { caller: await callerOf(request, {}, config), tus });
-  app.options('/uploads', { schema: { summary: 'TUS discovery', tags } }, discovery);
-  app.options('/uploads/:id', { schema: { summary: 'TUS discovery', tags, params: IdParams } }, discovery);
+  const discovered = { 204: headersOnly('Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm') };
+  app.options('/uploads', { schema: { summary: 'TUS discovery', tags, response: discovered } }, discovery);
+  app.options(
+    '/uploads/:id',
+    { schema: { summary: 'TUS discovery', tags, params: IdParams, response: discovered } },
+    discovery,
+  );
 
   app.post(
     '/uploads',
@@ -226,6 +235,10 @@ export const tusRoutes: FastifyPluginAsync<{ deps: TusRouteDeps }> = async (app,
         description:
           "Upload-Metadata names the file (`path`) and its type (`contentType` or `filetype`); the rules' `write` is checked now, and again on the bytes at completion.",
         tags,
+        response: {
+          201: headersOnly('Created: Location names the upload, Upload-Offset what it holds'),
+          ...refusals,
+        },
       },
     },
     async (request, reply) => {
@@ -250,7 +263,12 @@ export const tusRoutes: FastifyPluginAsync<{ deps: TusRouteDeps }> = async (app,
   app.route({
     method: 'HEAD',
     url: '/uploads/:id',
-    schema: { summary: 'The offset of a resumable upload', tags, params: IdParams },
+    schema: {
+      summary: 'The offset of a resumable upload',
+      tags,
+      params: IdParams,
+      response: { 200: headersOnly('Upload-Offset and Upload-Length'), ...refusals },
+    },
     handler: async (request, reply) => {
       requireVersion(request);
       const caller = await callerOf(request, {}, config);
@@ -262,7 +280,14 @@ export const tusRoutes: FastifyPluginAsync<{ deps: TusRouteDeps }> = async (app,
 
   app.patch(
     '/uploads/:id',
-    { schema: { summary: 'Append to a resumable upload', tags, params: IdParams } },
+    {
+      schema: {
+        summary: 'Append to a resumable upload',
+        tags,
+        params: IdParams,
+        response: { 204: headersOnly('Upload-Offset: what the upload holds now'), ...refusals },
+      },
+    },
     async (request, reply) => {
       requireVersion(request);
       const caller = await callerOf(request, {}, config);
@@ -278,7 +303,14 @@ export const tusRoutes: FastifyPluginAsync<{ deps: TusRouteDeps }> = async (app,
 
   app.delete(
     '/uploads/:id',
-    { schema: { summary: 'Terminate a resumable upload', tags, params: IdParams } },
+    {
+      schema: {
+        summary: 'Terminate a resumable upload',
+        tags,
+        params: IdParams,
+        response: { 204: headersOnly('The upload and its bytes are gone'), ...refusals },
+      },
+    },
     async (request, reply) => {
       requireVersion(request);
       const caller = await callerOf(request, {}, config);
