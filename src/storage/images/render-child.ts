@@ -5,7 +5,7 @@
  * no file but the data file a job names, read-only: a path the service's fs store made from its own
  * metadata (never from a request) and that must look like one of that store's data files.
  */
-import { constants, open } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import path from 'node:path';
 import { AppError } from '../../errors.ts';
@@ -20,36 +20,40 @@ const MAX_INPUT = 2 ** 31 - 1;
 /** What the fs store's data files are named (`<escaped name>~<uuid>.data`); no other file is opened. */
 const DATA_FILE = /^[^/\\]+~[0-9a-f-]{36}\.data$/;
 
-/** The whole data file, or undefined when it is not there or not the size its metadata gives. */
-async function readDataFile(file: { path: string; size: number }): Promise<Buffer | undefined> {
+/**
+ * The whole data file, or undefined when it is not there or not the size its metadata gives. Read
+ * synchronously: this process does one job at a time and nothing else meanwhile, and four trips through
+ * the thread pool (open, stat, read, close) cost more wake-ups than the read itself on a busy machine.
+ */
+function readDataFile(file: { path: string; size: number }): Buffer | undefined {
   if (!path.isAbsolute(file.path) || !DATA_FILE.test(path.basename(file.path)))
     throw new Error('not a data file of the store');
-  let fh: Awaited<ReturnType<typeof open>>;
+  let fd: number;
   try {
-    fh = await open(file.path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    fd = openSync(file.path, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
   try {
-    const st = await fh.stat();
+    const st = fstatSync(fd);
     if (!st.isFile() || st.size !== file.size) return undefined;
     const buf = Buffer.allocUnsafe(file.size);
     let at = 0;
     while (at < buf.length) {
-      const { bytesRead } = await fh.read(buf, at, buf.length - at, at);
-      if (bytesRead === 0) return undefined;
-      at += bytesRead;
+      const read = readSync(fd, buf, at, buf.length - at, at);
+      if (read === 0) return undefined;
+      at += read;
     }
     return buf;
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
 async function render(job: JobHeader, bytes: Buffer): Promise<{ header: AnswerHeader; data?: Buffer }> {
   try {
-    const input = job.file ? await readDataFile(job.file) : bytes;
+    const input = job.file ? readDataFile(job.file) : bytes;
     if (!input) return { header: { kind: 'gone' } };
     const out = await renderImage(input, job.params, job.choice, job.limits);
     const { format, width, height } = out;
