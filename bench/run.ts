@@ -9,15 +9,21 @@ import os from 'node:os';
 import type { BenchEnv, Scenario } from './lib/env.ts';
 import { type Row, table } from './lib/report.ts';
 import { authScenarios } from './scenarios/auth.ts';
+import { filesScenarios } from './scenarios/files.ts';
 import { imageScenarios } from './scenarios/images.ts';
 import { refreshScenarios } from './scenarios/refresh.ts';
+import { revokedListScenarios } from './scenarios/revoked-list.ts';
 import { s3Scenarios } from './scenarios/s3.ts';
 import { storageScenarios } from './scenarios/storage.ts';
+import { tusScenarios } from './scenarios/tus.ts';
 
 const SCENARIOS: Scenario[] = [
   authScenarios,
   refreshScenarios,
+  revokedListScenarios,
   storageScenarios,
+  filesScenarios,
+  tusScenarios,
   s3Scenarios,
   imageScenarios,
 ];

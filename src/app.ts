@@ -12,6 +12,7 @@ import Fastify, {
   type FastifyServerOptions,
   type RouteOptions,
 } from 'fastify';
+import { adminRoutes } from './admin/routes/index.ts';
 import { authRoutes } from './auth/routes/index.ts';
 import type { TrustProxy } from './config.ts';
 import { consoleRoutes } from './console/plugin.ts';
@@ -111,6 +112,7 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
           adminSecret: { type: 'apiKey', in: 'header', name: 'x-admin-secret' },
+          hasuraAdminSecret: { type: 'apiKey', in: 'header', name: 'x-hasura-admin-secret' },
         },
       },
     },
@@ -173,11 +175,25 @@ export async function buildApp(ctx: AppContext, opts: BuildOptions = {}): Promis
       s.register(authGroup, { prefix: '/auth' }),
     );
   }
+  // The admin API works on the accounts of the auth group: served when it is.
+  await registerWhen(app, gate(config, { AUTH_ENABLED: true }), (s) =>
+    s.register(adminRoutes, { deps: authDeps(ctx), prefix: '/admin' }),
+  );
   if (ctx.storage) {
-    const { objects, rules, images, catalog } = ctx.storage;
+    const { objects, rules, images, catalog, tus } = ctx.storage;
     readiness.push({ name: 'storage', check: () => objects.ping() });
     await app.register(storageRoutes, {
-      deps: { config, db: ctx.db, clock: ctx.clock, objects, rules, images, catalog },
+      deps: {
+        config,
+        db: ctx.db,
+        clock: ctx.clock,
+        objects,
+        rules,
+        images,
+        catalog,
+        tus,
+        webhooks: ctx.webhooks,
+      },
       prefix: '/storage',
     });
   } else {

@@ -10,6 +10,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { kebabCase, RESERVED_CLAIMS } from './auth/claim-names.ts';
 import { JWT_ALGORITHMS, keySettingProblems } from './auth/key-material.ts';
 import { parseUrlPattern } from './http/url-patterns.ts';
+import { WEBHOOK_EVENT_TYPES } from './webhooks/event-types.ts';
 
 export { JWT_ALGORITHMS, type JwtAlgorithm } from './auth/key-material.ts';
 
@@ -249,6 +250,39 @@ function trustProxy(group: string, doc: string): Setting<TrustProxy> {
   };
 }
 
+/** The host name of a URL (no port), or '' when it is not one. */
+function hostOf(raw: string): string {
+  try {
+    return new URL(raw).hostname;
+  } catch {
+    return '';
+  }
+}
+
+/** The origin of an http(s) URL, or undefined. */
+function originOf(raw: string): string | undefined {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'https:' || u.protocol === 'http:' ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** WEBAUTHN_ORIGINS: exact http(s) origins, compared as browsers write them in clientDataJSON. */
+function parseOrigins(raw: string): string[] {
+  const entries = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const bad = entries.filter((e) => originOf(e)?.toLowerCase() !== e.replace(/\/$/, '').toLowerCase());
+  if (bad.length > 0)
+    throw new Invalid(
+      `must list origins such as https://app.example.com (scheme, host and port only); "${bad.join('", "')}" is not one`,
+    );
+  return entries.map((e) => originOf(e) as string);
+}
+
 const APP = 'Application';
 const AUTH = 'Auth features';
 const REG = 'Registration and passwords';
@@ -260,6 +294,8 @@ const STORAGE = 'Storage';
 const IMAGES = 'Image transformation';
 const OPS = 'Operations (metrics, console)';
 const OAUTH = 'OAuth and OpenID Connect sign-in';
+const HOOKS = 'Custom claims and webhooks';
+const PASSKEYS = 'Passkeys (WebAuthn)';
 
 // --- OAuth and OpenID Connect providers (issue 19): helpers of the settings block at the end of SETTINGS ---
 
@@ -430,6 +466,12 @@ const SETTINGS = {
     { secret: true },
   ),
 
+  ADMIN_ROLE: str(
+    APP,
+    '',
+    "Role whose access tokens may call the admin API (`/admin`, docs/admin.md) and open the console's admin pages, as the admin secret does. Empty: only the admin secret. Must not be a role a new account gets or may ask for (`DEFAULT_USER_ROLE`, `DEFAULT_ALLOWED_USER_ROLES`, `ALLOWED_USER_ROLES`, `DEFAULT_ANONYMOUS_ROLE`); an operator grants it (`PATCH /admin/users/{id}` or `gatehouse users set-role`).",
+  ),
+
   // --- auth features ---
   AUTH_ENABLED: bool(AUTH, true, 'Every `/auth` route (404 when false).', ['AUTH_ENABLE']),
   AUTH_LOCAL_USERS_ENABLED: bool(AUTH, true, 'Email and password accounts (accepted for compatibility).', [
@@ -472,6 +514,43 @@ const SETTINGS = {
   MAGIC_LINK_EXPIRES_IN: int(AUTH, 15, 'Lifetime of a magic-link token, in minutes.', { min: 1 }),
   MFA_ENABLED: bool(AUTH, true, '`/auth/mfa/*` routes (TOTP).', ['MFA_ENABLE']),
   OTP_ISSUER: str(AUTH, 'HBP', 'Issuer shown by authenticator apps.'),
+  WEBAUTHN_ENABLED: shownAs(
+    bool(
+      PASSKEYS,
+      (c) => c.NODE_ENV !== 'production' && isIP(hostOf(String(c.SERVER_URL)).replace(/^\[|\]$/g, '')) === 0,
+      'Passkeys (WebAuthn): sign up, sign in and step up without a password, `/auth/passkeys/*` (docs/passkeys.md). In production it needs `WEBAUTHN_RP_ID` and `WEBAUTHN_ORIGINS`.',
+    ),
+    '`true` outside production when `SERVER_URL` names a host (browsers refuse passkeys on an IP address, so `http://127.0.0.1:…` leaves them off; use `http://localhost:…`); `false` in production',
+  ),
+  WEBAUTHN_RP_ID: shownAs(
+    str(
+      PASSKEYS,
+      (c) => (c.NODE_ENV === 'production' ? '' : hostOf(String(c.SERVER_URL))),
+      'The relying party id: the domain passkeys are bound to (`example.com` lets `app.example.com` and `example.com` use them). Passkeys made for one RP id never work for another: choose it once.',
+    ),
+    'the host of `SERVER_URL` outside production; unset in production',
+  ),
+  WEBAUTHN_RP_NAME: str(PASSKEYS, 'Gatehouse', 'The service name an authenticator shows beside a passkey.'),
+  WEBAUTHN_ORIGINS: shownAs(
+    {
+      ...list(
+        PASSKEYS,
+        (c) => {
+          const origin = originOf(String(c.SERVER_URL));
+          return origin === undefined ? [] : [origin];
+        },
+        'Comma-separated exact origins (`https://app.example.com`, no path) whose pages may run a passkey ceremony: the `origin` of `clientDataJSON` must be one of them. Each must be the RP id or one of its subdomains.',
+      ),
+      parse: parseOrigins,
+    },
+    'the origin of `SERVER_URL`',
+  ),
+  WEBAUTHN_USER_VERIFICATION: oneOf(
+    PASSKEYS,
+    ['preferred', 'required'],
+    'preferred',
+    '`required`: refuse any passkey ceremony where the authenticator did not verify the person (PIN, biometrics). With `preferred`, a sign-in without it is one factor: an account with TOTP is asked for its code.',
+  ),
   MFA_ENCRYPTION_KEY: str(
     AUTH,
     '',
@@ -943,6 +1022,12 @@ const SETTINGS = {
     50 * 1024 ** 2,
     'Largest upload accepted (413 beyond). 50 MiB suits a small deployment (photos, documents); raise it for video or archives (HBP: unlimited at the storage layer).',
   ),
+  STORAGE_UPLOAD_EXPIRY: int(
+    STORAGE,
+    86_400_000,
+    'Resumable uploads (TUS, `/storage/uploads`) not finished this long (milliseconds; 24 h) after their creation are removed with their parts, and HEAD/PATCH then answer 404.',
+    { min: 1000 },
+  ),
   STORAGE_QUOTA_BYTES: sizeOrUnlimited(
     STORAGE,
     "What one user may store in all (the sum of the sizes of the files they uploaded), or `unlimited`. An upload that would pass it is refused with 413 `QUOTA_EXCEEDED`. Per-account overrides: `gatehouse users set-quota`. Uploads with the admin secret count in no one's quota.",
@@ -1193,6 +1278,75 @@ const SETTINGS = {
     'openid email profile',
     'Scopes asked of the OpenID Connect provider (space-separated; must include `openid`).',
   ),
+
+  // --- Custom claims, webhooks and email codes (issue 30) ---
+  JWT_CLAIMS_FUNCTION: str(
+    HOOKS,
+    '',
+    'A PostgreSQL function, schema-qualified (`public.jwt_claims`), called as `fn(user_id uuid, claims jsonb) returns jsonb` in the transaction that issues every access token (sign-in and refresh); the keys of its answer are added to the Hasura claims. See docs/hooks.md.',
+  ),
+  JWT_CLAIMS_HOOK_URL: url(
+    HOOKS,
+    'An http(s) endpoint POSTed to (Standard Webhooks signature) on every sign-in and refresh; the `claims` of its answer are added to the Hasura claims. A failure, a timeout or a bad answer refuses the sign-in or refresh with `503 CLAIMS_HOOK_FAILED`. See docs/hooks.md.',
+    ['http:', 'https:'],
+  ),
+  JWT_CLAIMS_HOOK_SECRET: str(
+    HOOKS,
+    '',
+    'The Standard Webhooks secret (`whsec_` and base64, 24 to 64 bytes) the claims hook requests are signed with. Required with `JWT_CLAIMS_HOOK_URL`.',
+    { secret: true },
+  ),
+  JWT_CLAIMS_HOOK_TIMEOUT_MS: int(
+    HOOKS,
+    2000,
+    'How long the claims hook has to answer, in milliseconds; later is a failure (503).',
+    { min: 1, max: 60_000 },
+  ),
+  WEBHOOK_URL: list(
+    HOOKS,
+    [],
+    'http(s) endpoints (comma-separated) that receive every event of `WEBHOOK_EVENTS`, signed as Standard Webhooks. See docs/hooks.md.',
+  ),
+  WEBHOOK_SECRET: str(
+    HOOKS,
+    '',
+    'The Standard Webhooks secret (`whsec_` and base64, 24 to 64 bytes) webhook deliveries are signed with. Required with `WEBHOOK_URL`.',
+    { secret: true },
+  ),
+  WEBHOOK_EVENTS: list(
+    HOOKS,
+    [],
+    'Event types sent to `WEBHOOK_URL` (comma-separated); empty: all of them (docs/hooks.md lists them).',
+  ),
+  WEBHOOK_TIMEOUT_MS: int(
+    HOOKS,
+    10000,
+    'How long a webhook receiver has to answer one delivery, in milliseconds; later is a failed attempt, retried.',
+    { min: 100 },
+  ),
+  WEBHOOK_MAX_ATTEMPTS: int(
+    HOOKS,
+    40,
+    'Delivery attempts of one webhook before it is given up (kept in `auth.email_outbox`, listed by `gatehouse webhooks list-failed`). With the default delays, about 31 hours of retrying.',
+    { min: 1 },
+  ),
+  WEBHOOK_RETRY_DELAY_MS: int(
+    HOOKS,
+    10000,
+    'Wait before the first retry of a webhook, in milliseconds; each further retry waits twice as long (±20 %), up to `WEBHOOK_RETRY_MAX_DELAY_MS`.',
+    { min: 1 },
+  ),
+  WEBHOOK_RETRY_MAX_DELAY_MS: int(
+    HOOKS,
+    3_600_000,
+    'Longest wait between two attempts of a webhook, in milliseconds (1 hour).',
+    { min: 1 },
+  ),
+  EMAIL_OTP_ENABLED: bool(
+    AUTH,
+    false,
+    'Sign-in with a 6-digit code sent by email: `POST /auth/otp/email` and `POST /auth/otp/email/verify` (docs/email-flows.md).',
+  ),
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof SETTINGS;
@@ -1296,6 +1450,21 @@ function crossChecks(c: Partial, problems: string[]): void {
     if (!roles.includes(r))
       problems.push(`DEFAULT_ALLOWED_USER_ROLES contains "${r}", which is not in ALLOWED_USER_ROLES`);
   }
+  // Anyone may register with the roles below: one of them as the admin role would hand the admin API out.
+  const adminRole = c.ADMIN_ROLE as string;
+  if (adminRole !== '') {
+    const open: [string, readonly string[]][] = [
+      ['DEFAULT_USER_ROLE', [c.DEFAULT_USER_ROLE as string]],
+      ['DEFAULT_ANONYMOUS_ROLE', [c.DEFAULT_ANONYMOUS_ROLE as string]],
+      ['DEFAULT_ALLOWED_USER_ROLES', defaults],
+      ['ALLOWED_USER_ROLES', roles],
+    ];
+    for (const [name, list] of open)
+      if (list.includes(adminRole))
+        problems.push(
+          `ADMIN_ROLE "${adminRole}" is in ${name}: every new account could call the admin API; pick a role only an operator grants`,
+        );
+  }
   const ident = /^[a-z_][a-z0-9_]*$/;
   for (const key of ['REGISTRATION_CUSTOM_FIELDS', 'JWT_CUSTOM_FIELDS'] as const) {
     for (const f of c[key] as string[]) {
@@ -1347,6 +1516,8 @@ function crossChecks(c: Partial, problems: string[]): void {
       );
   }
   providerChecks(c, problems);
+  hookChecks(c, problems);
+  passkeyChecks(c, problems);
   if (c.NODE_ENV === 'production') {
     if (!c.DATABASE_URL)
       problems.push('DATABASE_URL is required in production (the embedded database is for development)');
@@ -1390,10 +1561,87 @@ function crossChecks(c: Partial, problems: string[]): void {
   }
 }
 
+/** Passkeys: an RP id and origins the browser will accept together (WebAuthn §5.1.3, §7.1 step 9). */
+function passkeyChecks(c: Partial, problems: string[]): void {
+  if (c.WEBAUTHN_ENABLED !== true) return;
+  const rpId = String(c.WEBAUTHN_RP_ID ?? '').toLowerCase();
+  const origins = (c.WEBAUTHN_ORIGINS ?? []) as string[];
+  if (rpId === '') {
+    problems.push(
+      c.NODE_ENV === 'production'
+        ? 'WEBAUTHN_RP_ID is required in production when WEBAUTHN_ENABLED is true (the domain passkeys are bound to, such as example.com)'
+        : 'WEBAUTHN_RP_ID is empty and SERVER_URL names no host to take it from',
+    );
+    return;
+  }
+  if (isIP(rpId.replace(/^\[|\]$/g, '')) !== 0) {
+    problems.push(
+      `WEBAUTHN_RP_ID ${rpId} is an IP address, which browsers refuse for passkeys: use a domain name (for development, SERVER_URL=http://localhost:<PORT>)`,
+    );
+    return;
+  }
+  if (origins.length === 0) {
+    problems.push(
+      'WEBAUTHN_ORIGINS is required when WEBAUTHN_ENABLED is true (such as https://app.example.com)',
+    );
+    return;
+  }
+  for (const o of origins) {
+    const host = originOf(o) === undefined ? undefined : new URL(o).hostname;
+    if (host === undefined) problems.push(`WEBAUTHN_ORIGINS entry ${o} is not an http(s) origin`);
+    else if (host !== rpId && !host.endsWith(`.${rpId}`))
+      problems.push(`WEBAUTHN_ORIGINS entry ${o} is not on WEBAUTHN_RP_ID ${rpId} or one of its subdomains`);
+  }
+}
+
 /** Whether a listener on `host` is reachable from this machine only (a loopback address or name). */
 function isLoopbackHost(host: string): boolean {
   const h = host.toLowerCase().replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/** A Standard Webhooks secret: `whsec_` (optional) and the base64 of 24 to 64 random bytes. */
+function webhookSecretProblem(name: string, secret: string): string | undefined {
+  const b64 = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
+  const size = /^[A-Za-z0-9+/]+={0,2}$/.test(b64) ? Buffer.from(b64, 'base64').length : 0;
+  if (size < 24 || size > 64)
+    return `${name} must be a Standard Webhooks secret: whsec_ followed by the base64 of 24 to 64 random bytes (for example: echo whsec_$(openssl rand -base64 32))`;
+  return undefined;
+}
+
+/** Custom claims and webhooks (issue 30): a hook needs its secret, and names what it calls properly. */
+function hookChecks(c: Partial, problems: string[]): void {
+  const fn = c.JWT_CLAIMS_FUNCTION as string;
+  // Interpolated into SQL (a function name cannot be a parameter): plain identifiers only.
+  if (fn !== '' && !/^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(fn))
+    problems.push(
+      `JWT_CLAIMS_FUNCTION must be a schema-qualified function name such as public.jwt_claims (letters, digits and _), got "${fn}"`,
+    );
+  const hookUrl = c.JWT_CLAIMS_HOOK_URL as string;
+  if (hookUrl !== '' && !/^https?:\/\/[^/]/i.test(hookUrl))
+    problems.push(`JWT_CLAIMS_HOOK_URL must be an http:// or https:// URL, got "${hookUrl}"`);
+  if (hookUrl !== '') {
+    const p = webhookSecretProblem('JWT_CLAIMS_HOOK_SECRET', c.JWT_CLAIMS_HOOK_SECRET as string);
+    if (p) problems.push(p);
+  }
+  const urls = c.WEBHOOK_URL as string[];
+  for (const u of urls) {
+    let protocol = '';
+    try {
+      protocol = new URL(u).protocol;
+    } catch {}
+    if (protocol !== 'http:' && protocol !== 'https:')
+      problems.push(`WEBHOOK_URL entry "${u}" must be an http:// or https:// URL`);
+  }
+  if (urls.length > 0) {
+    const p = webhookSecretProblem('WEBHOOK_SECRET', c.WEBHOOK_SECRET as string);
+    if (p) problems.push(p);
+  }
+  for (const t of c.WEBHOOK_EVENTS as string[])
+    if (!(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t))
+      problems.push(`WEBHOOK_EVENTS entry "${t}" is not an event type (${WEBHOOK_EVENT_TYPES.join(', ')})`);
+  if ((c.WEBHOOK_RETRY_MAX_DELAY_MS as number) < (c.WEBHOOK_RETRY_DELAY_MS as number))
+    problems.push('WEBHOOK_RETRY_MAX_DELAY_MS must be at least WEBHOOK_RETRY_DELAY_MS');
 }
 
 /** OAuth and OpenID Connect providers (issue 19): an enabled provider needs its credentials. */

@@ -7,7 +7,9 @@
  */
 import path from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
+import { missingClaimsFunction } from './auth/custom-claims.ts';
 import type { AuthDeps } from './auth/deps.ts';
+import { emailCodeStep } from './auth/flows/email-otp.ts';
 import { magicLoginStep } from './auth/flows/magic-link.ts';
 import { passwordResetStep } from './auth/flows/password-reset.ts';
 import { activationResendStep } from './auth/flows/registration.ts';
@@ -36,6 +38,10 @@ import { type ObjectStore, StoreUnavailable } from './storage/backends/object-st
 import { FileCatalog } from './storage/files.ts';
 import { ImageService } from './storage/images/service.ts';
 import { loadRules, RulesFileError, type StorageRules } from './storage/rules/rules.ts';
+import { openSegments } from './storage/tus/open-segments.ts';
+import { TusUploads } from './storage/tus/service.ts';
+import { webhookDeliverer } from './webhooks/deliverer.ts';
+import { WEBHOOK_KIND, Webhooks } from './webhooks/webhooks.ts';
 
 /** How often the security feed's old events are deleted. */
 const SECURITY_EVENTS_PRUNE_EVERY_MS = 3_600_000;
@@ -67,11 +73,15 @@ export interface AppContext {
   readonly mfaBox: SecretBox | undefined;
   /** The object store and access rules; undefined when STORAGE_ENABLED is false. */
   readonly storage: StorageContext | undefined;
+  /** Queues webhook deliveries in a change's transaction (webhooks/); the outbox delivers them. */
+  readonly webhooks: Webhooks;
 }
 
 export interface StorageContext {
   readonly objects: ObjectStore;
   readonly rules: StorageRules;
+  /** Resumable uploads (TUS) at /storage/uploads, and their expiry sweep. */
+  readonly tus: TusUploads;
   /** Image transforms of GET /storage/o/<file>, with their queue and variant cache. */
   readonly images: ImageService;
   /** The files table's state on this instance and its background repairs (storage/files.ts). */
@@ -128,6 +138,8 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     if (applied.length > 0) opts.log.info({ migrations: applied }, 'database schema migrated');
     if (config.AUTH_ENABLED) {
       await ensureAuthSchema({ config, db });
+      const noClaimsFunction = await missingClaimsFunction(config, db);
+      if (noClaimsFunction) opts.log.warn(noClaimsFunction);
       // Provider tokens are sealed with the MFA box's key (auth/flows/oauth.ts providerTokenBox).
       const sealing = mfaBox ?? (config.PROVIDER_TOKENS_STORED ? SecretBox.fromConfig(config) : undefined);
       if (sealing) {
@@ -146,9 +158,13 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
     counters = await openCounters(config, () => clock.now().getTime(), opts.log);
     const budget = counters ? addressBudget(counters.store, config, opts.log) : undefined;
     const outbox = new EmailOutbox({ config, db, mailer, log: opts.log, later: tasks.later, budget });
-    const storage = rules ? await openStorage(config, rules, opts.log) : undefined;
+    const webhooks = new Webhooks(config, clock, () => outbox.wake());
+    if (config.WEBHOOK_URL.length > 0) outbox.deliver(WEBHOOK_KIND, webhookDeliverer(config));
+    const storage = rules
+      ? await openStorage(config, rules, opts.log, { db, clock, every: tasks.every })
+      : undefined;
     // In the background: the first import of a store's objects, then the repair of cut-off uploads.
-    if (storage) storage.catalog.start({ config, db, clock, ...storage }, opts.log);
+    if (storage) await storage.catalog.start({ config, db, clock, ...storage, webhooks }, opts.log);
     const ctx: AppContext = {
       config,
       db,
@@ -164,11 +180,13 @@ export async function createContext(config: Config, opts: ContextOptions): Promi
       providers,
       mfaBox,
       storage,
+      webhooks,
     };
     const deps = authDeps(ctx);
     outbox.handle('password-reset', (tx, input) => passwordResetStep(deps, tx, input));
     outbox.handle('activation-resend', (tx, input) => activationResendStep(deps, tx, input));
     outbox.handle('magic-link-login', (tx, input) => magicLoginStep(deps, tx, input));
+    outbox.handle('email-otp', (tx, input) => emailCodeStep(deps, tx, input));
     // Emails left unsent by an earlier run (or another instance) go out now.
     outbox.start();
     // The security feed keeps SECURITY_EVENTS_RETENTION_DAYS; every instance prunes (idempotent, cheap).
@@ -194,6 +212,7 @@ async function openStorage(
   config: Config,
   rules: StorageRules,
   log: FastifyBaseLogger,
+  with_: { db: Database; clock: Clock; every: BackgroundTasks['every'] },
 ): Promise<StorageContext> {
   log.info({ rules: rules.source }, 'storage rules loaded');
   const objects = await createObjectStore(config);
@@ -217,13 +236,18 @@ async function openStorage(
       (err: unknown) => log.warn({ err }, 'could not look for stale multipart uploads'),
     );
   }
-  return { objects, rules, images: new ImageService(config, log), catalog: new FileCatalog() };
+  const images = new ImageService(config, log);
+  const catalog = new FileCatalog();
+  const segments = await openSegments(config, objects);
+  const tus = new TusUploads({ config, objects, rules, images, catalog, segments, log, ...with_ });
+  tus.start();
+  return { objects, rules, images, catalog, tus };
 }
 
 /** The part of the context the auth routes and domain use. */
 export function authDeps(ctx: AppContext): AuthDeps {
-  const { config, db, clock, keys, passwords, outbox, revocations } = ctx;
-  return { config, db, clock, keys, passwords, mailer: outbox, revocations };
+  const { config, db, clock, keys, passwords, outbox, revocations, webhooks } = ctx;
+  return { config, db, clock, keys, passwords, mailer: outbox, revocations, webhooks };
 }
 
 /**

@@ -67,6 +67,7 @@ export const ERRORS = {
   },
   INVALID_TICKET: { status: 401, message: 'Invalid or expired ticket.' },
   INVALID_TOKEN: { status: 401, message: 'Invalid or expired token.' },
+  INVALID_CODE: { status: 401, message: 'Invalid or expired code.' },
   INVALID_ADMIN_SECRET: { status: 401, message: 'Invalid x-admin-secret' },
   INCORRECT_PASSWORD: { status: 401, message: 'Incorrect current password.' },
   REAUTHENTICATION_REQUIRED: {
@@ -110,11 +111,27 @@ export const ERRORS = {
   MFA_NOT_ENABLED: { status: 400, message: 'MFA is not enabled.' },
   OTP_SECRET_NOT_SET: { status: 400, message: 'OTP secret is not set.' },
   INVALID_TOTP: { status: 401, message: 'Invalid two-factor code.' },
+  CLAIMS_HOOK_FAILED: {
+    status: 503,
+    message:
+      'The custom-claims hook failed, timed out or answered badly, so no token was issued; try again shortly.',
+    retryAfter: 5,
+  },
   EMAILS_DISABLED: {
     status: 503,
     message: 'This server does not send emails (EMAILS_ENABLED is false).',
     logLevel: 'warn',
   },
+
+  // admin API
+  ADMIN_REQUIRED: {
+    status: 403,
+    message:
+      'This route is for administrators: send the admin secret in x-hasura-admin-secret, or an access token whose roles include ADMIN_ROLE.',
+  },
+  USER_NOT_FOUND: { status: 404, message: 'No user has this id.' },
+  UNKNOWN_ROLE: { status: 400, message: 'A role given is not in auth.roles.' },
+  LINK_NOT_AVAILABLE: { status: 409, message: 'This link cannot be made for this account.' },
 
   // provider sign-in (OAuth, OpenID Connect)
   PROVIDER_STATE_INVALID: {
@@ -142,6 +159,34 @@ export const ERRORS = {
     status: 409,
     message: 'Another identity of this provider is already linked to the account; unlink it first.',
   },
+  PASSKEY_MALFORMED: {
+    status: 400,
+    message:
+      'The passkey credential is malformed: send the JSON form of the PublicKeyCredential (its toJSON()), base64url fields, within the size limits.',
+  },
+  PASSKEY_CHALLENGE_INVALID: {
+    status: 400,
+    message:
+      'The passkey challenge is unknown, used, expired or from another ceremony: ask for new options and try again.',
+  },
+  PASSKEY_NOT_VERIFIED: {
+    status: 400,
+    message:
+      'The new passkey could not be verified (origin, relying party, user presence or verification, or attestation).',
+  },
+  PASSKEY_INVALID: { status: 401, message: 'The passkey was not accepted.' },
+  PASSKEY_COUNTER_REGRESSED: {
+    status: 401,
+    message:
+      'The passkey was not accepted: its signature counter went backwards, a sign of a cloned authenticator. The account holder has been notified in the security feed.',
+  },
+  PASSKEY_ALREADY_REGISTERED: { status: 409, message: 'This passkey is already registered.' },
+  PASSKEY_NOT_FOUND: { status: 404, message: 'No such passkey.' },
+  LAST_SIGN_IN_METHOD: {
+    status: 409,
+    message:
+      'This passkey is the only way to sign in to the account; add a password, another passkey or a provider first.',
+  },
   PROVIDER_LAST_SIGN_IN_METHOD: {
     status: 409,
     message: 'This is the only way to sign in to the account; add a password or another provider first.',
@@ -158,6 +203,18 @@ export const ERRORS = {
   FILE_MISSING: { status: 400, message: 'The request has no file part named "file".' },
   TOO_MANY_FILES: { status: 400, message: 'Send exactly one file part named "file".' },
   INCORRECT_ACCESS_TOKEN: { status: 403, message: 'incorrect x-access-token' },
+  TUS_VERSION_UNSUPPORTED: {
+    status: 412,
+    message: 'Send the header Tus-Resumable: 1.0.0 (the TUS version this server speaks).',
+  },
+  UPLOAD_OFFSET_MISMATCH: {
+    status: 409,
+    message: 'Upload-Offset is not the offset of the upload: send HEAD to learn it, then resume from there.',
+  },
+  UPLOAD_CHECKSUM_MISMATCH: {
+    status: 460,
+    message: 'The body does not match its Upload-Checksum; nothing of it was stored.',
+  },
   RANGE_NOT_SATISFIABLE: { status: 416, message: 'Range not satisfiable.' },
   QUOTA_EXCEEDED: { status: 413, message: 'The upload would exceed your storage quota.' },
   STORAGE_UNAVAILABLE: { status: 503, message: 'The object store is unavailable.', retryAfter: 5 },
@@ -201,6 +258,9 @@ export function logLevelOf(code: ErrorCode): 'error' | 'warn' | 'info' | 'debug'
   if (spec.status < 500) return undefined;
   return spec.logLevel ?? 'error';
 }
+
+/** Statuses Node does not name: TUS's checksum extension answers 460. */
+const STATUS_TEXT: Record<number, string> = { 460: 'Checksum Mismatch' };
 
 export class AppError extends Error {
   readonly statusCode: number;
@@ -249,7 +309,12 @@ export function errorResponses(...statuses: number[]): Record<number, TObject> {
 }
 
 export function errorBody(statusCode: number, code: string, message: string, requestId?: string): ErrorBody {
-  const body: ErrorBody = { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code };
+  const body: ErrorBody = {
+    statusCode,
+    error: STATUS_TEXT[statusCode] ?? STATUS_CODES[statusCode] ?? 'Error',
+    message,
+    code,
+  };
   if (requestId !== undefined) body.requestId = requestId;
   return body;
 }

@@ -33,6 +33,7 @@ export type ProofMethod =
   | 'password-reset'
   | 'email-change'
   | 'operator'
+  | 'email-otp'
   | `provider:${string}`;
 
 export interface EmailProof {
@@ -384,7 +385,7 @@ export async function accountRoles(db: Queryable, accountId: string): Promise<st
   return rows.map((r) => r.role);
 }
 
-/** One account as an operator sees it (gatehouse users list). */
+/** One account as an operator sees it (gatehouse users list, the admin API). */
 export interface AccountListing {
   id: string;
   user_id: string;
@@ -394,27 +395,106 @@ export interface AccountListing {
   disabled_at: Date | null;
   is_anonymous: boolean;
   mfa_enabled: boolean;
+  email_verified: boolean;
   default_role: string;
   roles: string[];
   created_at: Date;
+  /** created_at as PostgreSQL writes it (microseconds and offset): the exact key of a page cursor. */
+  created_key: string;
 }
 
-/** Every account, oldest first. */
-export async function listAccounts(db: Queryable): Promise<AccountListing[]> {
-  const { rows } = await db.query<AccountListing>(
-    'ListAccounts',
-    `SELECT a.id, a.user_id, a.email::text AS email, u.display_name, a.active, a.disabled_at, a.is_anonymous,
-            a.mfa_enabled, a.default_role, a.created_at,
+const LISTING_SELECT = `SELECT a.id, a.user_id, a.email::text AS email, u.display_name, a.active, a.disabled_at,
+            a.is_anonymous, a.mfa_enabled, a.email_verified_at IS NOT NULL AS email_verified, a.default_role,
+            a.created_at, a.created_at::text AS created_key,
             coalesce((SELECT array_agg(r.role ORDER BY r.created_at, r.role) FROM auth.account_roles r
                        WHERE r.account_id = a.id), '{}') AS roles
-       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id
-      ORDER BY a.created_at, a.id`,
-  );
-  return rows.map((r) => ({
+       FROM auth.accounts a JOIN public.users u ON u.id = a.user_id`;
+
+function toListing(r: AccountListing): AccountListing {
+  return {
     ...r,
     created_at: new Date(r.created_at),
     disabled_at: r.disabled_at === null ? null : new Date(r.disabled_at),
-  }));
+  };
+}
+
+/** Where a page of accounts starts: after this (created_at, id), in that order. */
+export interface ListingKey {
+  /** created_at as PostgreSQL wrote it (AccountListing.created_key), checked by the caller. */
+  createdAt: string;
+  id: string;
+}
+
+/**
+ * Up to `limit` accounts, oldest first, after `after` when given; `email`: only addresses that contain
+ * it, case-insensitively (`%` and `_` match themselves).
+ */
+export async function listAccountsPage(
+  db: Queryable,
+  input: { limit: number; after?: ListingKey; email?: string },
+): Promise<AccountListing[]> {
+  const pattern = input.email === undefined ? null : `%${input.email.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const { rows } = await db
+    .query<AccountListing>(
+      'ListAccountsPage',
+      `${LISTING_SELECT}
+      WHERE ($1::text IS NULL OR a.email::text ILIKE $1::text)
+        AND ($2::timestamptz IS NULL OR (a.created_at, a.id) > ($2::timestamptz, $3::uuid))
+      ORDER BY a.created_at, a.id
+      LIMIT $4`,
+      [pattern, input.after?.createdAt ?? null, input.after?.id ?? null, input.limit],
+    )
+    .catch((err: unknown) => {
+      // The page's start comes from a cursor a client sent back: a value the database cannot read (class
+      // 22, checked before already) is the client's mistake.
+      if (err instanceof DatabaseError && err.sqlState?.startsWith('22'))
+        throw new AppError('VALIDATION', '"cursor" is not a cursor this service gave', { cause: err });
+      throw err;
+    });
+  return rows.map(toListing);
+}
+
+/** One account as listed, by its user id (`x-hasura-user-id`). */
+export async function findListingByUserId(
+  db: Queryable,
+  userId: string,
+): Promise<AccountListing | undefined> {
+  const { rows } = await db.query<AccountListing>(
+    'FindAccountListing',
+    `${LISTING_SELECT} WHERE a.user_id = $1`,
+    [userId],
+  );
+  return rows[0] && toListing(rows[0]);
+}
+
+/** Records the address as proven (`proof`) or forgets that it was (null), whatever its address. */
+export async function setEmailProof(
+  db: Queryable,
+  accountId: string,
+  proof: EmailProof | null,
+): Promise<void> {
+  await db.query(
+    'SetEmailProof',
+    'UPDATE auth.accounts SET email_verified_at = $2, email_verified_by = $3 WHERE id = $1',
+    [accountId, proof?.at ?? null, proof?.by ?? null],
+  );
+}
+
+/**
+ * Whether a pending account is as an operator made it: its address vouched for by the operator and no
+ * registration attempt that chose something since (someone who typed the address, perhaps not its owner;
+ * a resend of the link chooses nothing).
+ */
+export async function operatorMadeUntouched(db: Queryable, accountId: string): Promise<boolean> {
+  const { rows } = await db.query<{ ok: boolean }>(
+    'OperatorMadeUntouched',
+    `SELECT a.email_verified_by = 'operator'
+            AND NOT EXISTS (SELECT 1 FROM auth.registration_attempts r
+                             WHERE r.account_id = a.id AND r.kind <> 'resend') AS ok
+       FROM auth.accounts a WHERE a.id = $1`,
+    [accountId],
+  );
+  return rows[0]?.ok === true;
 }
 
 /** Activates an inactive account; false when it was already active or is gone. */

@@ -4,12 +4,13 @@
  * flows/registration.ts.
  */
 import { AppError } from '../errors.ts';
+import { recordEvent } from '../events/record.ts';
 import { type AccountRow, deleteUser, findAccountByUserId, setPasswordHash } from './accounts-store.ts';
 import type { SessionDeps } from './deps.ts';
 import { checkBreached } from './passwords.ts';
 import { assertReauthenticated, type Reauthentication } from './reauth.ts';
 import { revoke } from './revocations.ts';
-import { endAllSessions, type OwnSignIn, ownFamily } from './sessions.ts';
+import { endAllSessions, endedBy, type OwnSignIn, ownFamily } from './sessions.ts';
 import { retireTickets } from './tickets-store.ts';
 
 /** ALLOWED_EMAIL_DOMAINS: the domain itself or a dot-bounded subdomain (HBP's plain suffix let `notikea.se` match `ikea.se`). */
@@ -62,7 +63,14 @@ export async function changePassword(
     const keep = input.own === undefined ? undefined : await ownFamily(deps, account.id, input.own, tx);
     await setPasswordHash(tx, account.id, hash);
     await retireTickets(tx, deps.clock.now(), account.id, 'password-reset');
-    await endAllSessions(deps, account.id, keep, tx);
+    await recordEvent(deps, tx, {
+      type: 'password_changed',
+      accountId: account.id,
+      sessionId: keep ?? null,
+      client: input.own?.client ?? null,
+      details: {},
+    });
+    await endAllSessions(deps, account.id, keep, tx, endedBy('password_changed', input.own));
   });
 }
 
@@ -80,6 +88,7 @@ export async function deleteOwnAccount(
   await assertReauthenticated(deps, account, reauth);
   await deps.db.transaction(async (tx) => {
     if (!(await deleteUser(tx, userId))) throw new AppError('CANNOT_DELETE_ACCOUNT');
+    await deps.webhooks?.queue(tx, { type: 'user.deleted', userId, data: { by: 'self' } });
     // Its sessions went with it; every access token of the user is refused from now on.
     await revoke(deps, tx, { userId });
   });

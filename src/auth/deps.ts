@@ -7,6 +7,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { MailPort } from '../mail/port.ts';
+import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { JwtKeys } from './keys.ts';
 import type { Passwords } from './passwords.ts';
 import type { Revocations } from './revocations.ts';
@@ -25,6 +26,8 @@ export interface AuthDeps {
   readonly mailer: MailPort;
   /** This instance's revoked list: ending a session applies to it at commit (revocations.ts). */
   readonly revocations: Revocations;
+  /** Queues webhook deliveries in the change's transaction (webhooks/webhooks.ts). */
+  readonly webhooks: Webhooks;
 }
 
 /** Settings and the time: checks that read no data (domains, link targets). */
@@ -34,7 +37,8 @@ export type ConfigDeps = Pick<AuthDeps, 'config' | 'clock'>;
 export type ReauthDeps = ConfigDeps & Pick<AuthDeps, 'passwords'>;
 
 /** Sign-in, sessions and account changes that send no email. */
-export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords' | 'revocations'>;
+export type SessionDeps = Pick<AuthDeps, 'config' | 'db' | 'clock' | 'keys' | 'passwords' | 'revocations'> &
+  Partial<Pick<AuthDeps, 'webhooks'>>;
 
 /** Account changes that email someone within the request (email change). */
 export type MailingDeps = SessionDeps & Pick<AuthDeps, 'mailer'>;

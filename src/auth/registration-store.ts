@@ -4,8 +4,8 @@
  */
 import type { Queryable } from '../db/database.ts';
 
-/** `password` and `passwordless` attempts carry choices; a `resend` chose nothing. */
-export type AttemptKind = 'password' | 'passwordless' | 'resend';
+/** `password`, `passwordless` and `passkey` attempts carry choices; a `resend` chose nothing. */
+export type AttemptKind = 'password' | 'passwordless' | 'passkey' | 'resend';
 
 export interface NewAttempt {
   id: string;

@@ -28,7 +28,7 @@ export interface SessionTokenRow {
 
 /** How and from where a session began, as GET /auth/sessions shows it. */
 export interface SessionOrigin {
-  /** password, magic-link, mfa, oauth:<provider>, anonymous… (null: not said) */
+  /** password, magic-link, mfa, oauth:<provider>, passkey, anonymous… (null: not said) */
   method: string | null;
   userAgent?: string | null;
   ip?: string | null;
@@ -160,6 +160,16 @@ export async function rotateSessionToken(
     [presentedHash, next.tokenHash, next.accountId, next.createdAt, next.familyId, next.expiresAt],
   );
   return rowCount > 0;
+}
+
+/** How a session began (GET /auth/sessions' sign_in_method); null when not recorded or gone. */
+export async function sessionMethod(db: Queryable, sessionId: string): Promise<string | null> {
+  const { rows } = await db.query<{ sign_in_method: string | null }>(
+    'SessionMethod',
+    'SELECT sign_in_method FROM auth.sessions WHERE id = $1',
+    [sessionId],
+  );
+  return rows[0]?.sign_in_method ?? null;
 }
 
 /** Ends a session (its tokens go with it); the account whose it was, or undefined when there was none. */

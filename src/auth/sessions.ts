@@ -11,11 +11,14 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { recordEvent } from '../events/record.ts';
-import type { EventClient } from '../events/types.ts';
+import type { EventClient, SessionEndReason } from '../events/types.ts';
+import type { MailPort } from '../mail/port.ts';
 import { refreshEvent } from '../metrics/events.ts';
 import { type AccountProfile, loadProfile } from './accounts-store.ts';
+import { customClaimsConfigured, withCustomClaims } from './custom-claims.ts';
 import type { SessionDeps } from './deps.ts';
 import { type PermissionVariables, permissionVariables, type SignedToken, signAccessToken } from './jwt.ts';
+import { noticeNewDevice } from './new-device.ts';
 import { revoke } from './revocations.ts';
 import type { PublicUser } from './schemas.ts';
 import { newRefreshToken, sha256Hex } from './secrets.ts';
@@ -29,6 +32,7 @@ import {
   type NewSessionToken,
   rotateSessionToken,
   type SessionOrigin,
+  sessionMethod,
 } from './sessions-store.ts';
 
 export interface Session {
@@ -77,8 +81,8 @@ export async function accessTokenFor(
   now: Date,
   signedInAt: Date | null,
   sessionId: string,
+  vars: PermissionVariables = claimsOf(deps.config, profile),
 ) {
-  const vars = claimsOf(deps.config, profile);
   return {
     vars,
     access: await signAccessToken(deps.keys, deps.config, vars, now, { authTime: signedInAt, sessionId }),
@@ -125,6 +129,7 @@ async function completeSession(
   deps: SessionDeps,
   draft: SessionDraft,
   profile: AccountProfile,
+  claims: PermissionVariables,
 ): Promise<Session> {
   // The same instant for the token row and the JWT's iat: it is how a bearer-only caller's sign-in is found.
   const { vars, access } = await accessTokenFor(
@@ -133,6 +138,7 @@ async function completeSession(
     draft.row.createdAt,
     draft.row.signedInAt,
     draft.row.familyId,
+    claims,
   );
   return {
     accountId: draft.row.accountId,
@@ -153,13 +159,13 @@ async function completeSession(
  * their transaction.
  */
 export async function issueSession(
-  deps: SessionDeps,
+  deps: SessionDeps & { readonly mailer?: MailPort },
   accountId: string,
   opts: {
     family?: { familyId: string; signedInAt: Date | null };
     db?: Queryable;
     profile?: AccountProfile;
-    /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, anonymous…). */
+    /** How the sign-in was made (password, magic-link, mfa, oauth:<provider>, passkey, anonymous…). */
     method?: string;
     /** The client signing in: stored with the session and its sign_in event. */
     client?: EventClient;
@@ -181,20 +187,60 @@ export async function issueSession(
     userAgent: clampUserAgent(client?.userAgent ?? null),
     ip: client?.ip ?? null,
   });
-  // Also drops the account's expired tokens.
-  await insertSessionToken(db, draft.row).catch((err: unknown) => {
-    throw err instanceof AccountGone ? new AppError('UNAUTHENTICATED', 'The account no longer exists.') : err;
-  });
-  if (!opts.family) {
-    await recordEvent(deps, db, {
-      type: 'sign_in',
-      accountId,
-      sessionId: draft.row.familyId,
-      client,
-      details: { method: opts.method ?? 'unknown' },
+  const store = async (tx: Queryable) => {
+    // The app's claims first: a hook that refuses leaves no session behind (custom-claims.ts).
+    const claims = await claimsFor(deps, tx, draft, profile, opts.method ?? null);
+    // Also drops the account's expired tokens.
+    await insertSessionToken(tx, draft.row).catch((err: unknown) => {
+      throw err instanceof AccountGone
+        ? new AppError('UNAUTHENTICATED', 'The account no longer exists.')
+        : err;
     });
-  }
-  return completeSession(deps, draft, profile);
+    if (!opts.family) {
+      await noticeNewDevice(deps, tx, {
+        profile,
+        sessionId: draft.row.familyId,
+        client,
+        method: opts.method ?? 'unknown',
+      });
+      await recordEvent(deps, tx, {
+        type: 'sign_in',
+        accountId,
+        sessionId: draft.row.familyId,
+        client,
+        details: { method: opts.method ?? 'unknown' },
+      });
+    }
+    return claims;
+  };
+  // Without a transaction of the caller's, the claims function and the insert get one of their own.
+  const claims =
+    opts.db !== undefined || !customClaimsConfigured(deps.config)
+      ? await store(db)
+      : await deps.db.transaction(store);
+  return completeSession(deps, draft, profile, claims);
+}
+
+/** The claims of the token `draft` is issued with: the service's, and the app's (custom-claims.ts). */
+async function claimsFor(
+  deps: SessionDeps,
+  db: Queryable,
+  draft: SessionDraft,
+  profile: AccountProfile,
+  method: string | null,
+): Promise<PermissionVariables> {
+  const vars = claimsOf(deps.config, profile);
+  if (!customClaimsConfigured(deps.config)) return vars;
+  // A refresh (or a grace sibling) is told how its session began.
+  const how = draft.row.origin ? method : await sessionMethod(db, draft.row.familyId);
+  return withCustomClaims(
+    deps.config,
+    db,
+    draft.row.createdAt,
+    profile,
+    { id: draft.row.familyId, method: how },
+    vars,
+  );
 }
 
 /** The refusal of a refresh, counted under its outcome. */
@@ -229,8 +275,10 @@ async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
   if (row.rotated_at === null) {
     // Marking the old token and storing its successor is one statement: neither happens without the other.
     const draft = draftSession(deps, row.account_id, family);
+    // The app's claims before the rotation: a hook that refuses leaves the presented token as it was.
+    const claims = await claimsFor(deps, deps.db, draft, profile, null);
     if (await rotateSessionToken(deps.db, hash, draft.row)) {
-      const session = await completeSession(deps, draft, profile);
+      const session = await completeSession(deps, draft, profile, claims);
       refreshEvent('rotated');
       return session;
     }
@@ -243,7 +291,7 @@ async function rotate(deps: SessionDeps, presented: string): Promise<Session> {
     return session;
   }
   // …otherwise someone replays an old token: end that sign-in everywhere, its access tokens included.
-  await endSessionById(deps, row.family_id);
+  await endSessionById(deps, row.family_id, undefined, deps.db, { reason: 'refresh_token_reuse' });
   throw invalidRefresh('reuse_detected');
 }
 
@@ -259,28 +307,68 @@ export async function sessionOf(
 }
 
 /**
+ * Who ended sessions and why, for the owner's security feed (a `session_ended` event in the same
+ * transaction). `sessionId` and `client` describe the request that did it, when there was one.
+ */
+export interface EndedBy {
+  readonly reason: SessionEndReason;
+  readonly sessionId?: string | null;
+  readonly client?: EventClient | null;
+}
+
+/** Records that the account's `sessions` ended (nothing when none did). */
+async function recordEnded(
+  deps: SessionDeps,
+  tx: Queryable,
+  accountId: string,
+  sessions: string[],
+  by: EndedBy,
+) {
+  if (sessions.length === 0) return;
+  await recordEvent(deps, tx, {
+    type: 'session_ended',
+    accountId,
+    sessionId: by.sessionId ?? null,
+    client: by.client ?? null,
+    details: { reason: by.reason, sessions },
+  });
+}
+
+/**
  * Ends one session: its refresh tokens are deleted and its access tokens refused from now on, on every
  * instance. With `accountId`, only a session of that account. False when there was no such session.
+ * `by` puts the ending in the owner's security feed (every caller in the service passes it).
  */
 export async function endSessionById(
   deps: SessionDeps,
   sessionId: string,
   accountId?: string,
   db: Queryable = deps.db,
+  by?: EndedBy,
 ): Promise<boolean> {
   const run = async (tx: Queryable) => {
     const ended = await deleteSession(tx, sessionId, accountId);
-    if (ended) await revoke(deps, tx, { sessionIds: [sessionId] });
+    if (ended) {
+      await revoke(deps, tx, { sessionIds: [sessionId] });
+      if (by) await recordEnded(deps, tx, ended.accountId, [sessionId], by);
+    }
     return ended !== undefined;
   };
   return db === deps.db ? deps.db.transaction(run) : run(db);
 }
 
 /** Ends the sign-in a refresh token belongs to (its whole family); false when the token is unknown. */
-export async function endSession(deps: SessionDeps, presented: string): Promise<boolean> {
+export async function endSession(deps: SessionDeps, presented: string, by?: EndedBy): Promise<boolean> {
   const row = await findSessionToken(deps.db, sha256Hex(presented));
   if (!row) return false;
-  await endSessionById(deps, row.family_id);
+  // The session a logout comes from is the one it ends.
+  await endSessionById(
+    deps,
+    row.family_id,
+    undefined,
+    deps.db,
+    by && { ...by, sessionId: by.sessionId ?? row.family_id },
+  );
   return true;
 }
 
@@ -316,17 +404,19 @@ export async function ownFamily(
 
 /**
  * Ends every session of an account, optionally keeping one; their access tokens are refused from now on.
- * Returns the number of sessions ended.
+ * Returns the number of sessions ended. `by` puts the ending in the owner's security feed.
  */
 export async function endAllSessions(
   deps: SessionDeps,
   accountId: string,
   keepFamily?: string,
   db: Queryable = deps.db,
+  by?: EndedBy,
 ): Promise<number> {
   const run = async (tx: Queryable) => {
     const ended = await deleteAccountSessions(tx, accountId, keepFamily);
     await revoke(deps, tx, { sessionIds: ended });
+    if (by) await recordEnded(deps, tx, accountId, ended, by);
     return ended.length;
   };
   return db === deps.db ? deps.db.transaction(run) : run(db);
@@ -369,9 +459,23 @@ export async function listSessions(
  * Ends one of the account's sessions. Another account's, an unknown and a malformed id all answer
  * SESSION_NOT_FOUND (404), never 403: the ids of others' sessions are not confirmed.
  */
-export async function endOwnSession(deps: SessionDeps, accountId: string, sessionId: string): Promise<void> {
-  if (!SESSION_ID.test(sessionId) || !(await endSessionById(deps, sessionId.toLowerCase(), accountId)))
+export async function endOwnSession(
+  deps: SessionDeps,
+  accountId: string,
+  sessionId: string,
+  own: OwnSignIn = {},
+): Promise<void> {
+  const by: EndedBy = { reason: 'ended_by_owner', sessionId: own.sessionId, client: own.client };
+  if (
+    !SESSION_ID.test(sessionId) ||
+    !(await endSessionById(deps, sessionId.toLowerCase(), accountId, deps.db, by))
+  )
     throw new AppError('SESSION_NOT_FOUND');
+}
+
+/** The feed's description of a change made by the caller `own`, ending sessions for `reason`. */
+export function endedBy(reason: SessionEndReason, own: OwnSignIn | undefined): EndedBy {
+  return { reason, sessionId: own?.sessionId ?? null, client: own?.client ?? null };
 }
 
 /** The longest user agent kept with a session or an event: a client can send kilobytes, a list shows a line. */

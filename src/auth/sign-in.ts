@@ -13,6 +13,7 @@ import { recordEvent } from '../events/record.ts';
 import type { EventClient } from '../events/types.ts';
 import { ADMIN_SECRET_SUBJECT, type GuessLimiter, passwordSubject } from '../http/guesses.ts';
 import { signInEvent } from '../metrics/events.ts';
+import { userCreated } from '../webhooks/webhooks.ts';
 import {
   type AccountRow,
   insertAccount,
@@ -235,7 +236,7 @@ async function checkPassword(
 async function signInAnonymously(deps: SessionDeps, client: EventClient): Promise<Session> {
   const role = deps.config.DEFAULT_ANONYMOUS_ROLE;
   return deps.db.transaction(async (tx) => {
-    const { accountId } = await insertAccount(tx, {
+    const { accountId, userId } = await insertAccount(tx, {
       email: null,
       passwordHash: null,
       active: true,
@@ -244,6 +245,7 @@ async function signInAnonymously(deps: SessionDeps, client: EventClient): Promis
       roles: [role],
       userData: { display_name: 'Anonymous user' },
     });
+    await deps.webhooks?.queue(tx, userCreated(userId, null, true, { anonymous: true }));
     return issueSession(deps, accountId, { db: tx, method: 'anonymous', client });
   });
 }

@@ -27,7 +27,12 @@ export async function ensureAuthSchema(deps: { config: Config; db: Database }): 
   }
   if (problems.length > 0) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   await ensureRoles(deps.db, [
-    ...new Set([...c.ALLOWED_USER_ROLES, c.DEFAULT_USER_ROLE, c.DEFAULT_ANONYMOUS_ROLE]),
+    ...new Set([
+      ...c.ALLOWED_USER_ROLES,
+      c.DEFAULT_USER_ROLE,
+      c.DEFAULT_ANONYMOUS_ROLE,
+      ...(c.ADMIN_ROLE ? [c.ADMIN_ROLE] : []),
+    ]),
   ]);
 }
 

@@ -8,7 +8,16 @@ import type { Config } from '../config.ts';
 import type { Queryable } from '../db/database.ts';
 import { sha256Hex } from './secrets.ts';
 
-export type TicketPurpose = 'activation' | 'magic-link' | 'password-reset' | 'email-change' | 'mfa-login';
+export type TicketPurpose =
+  | 'activation'
+  | 'magic-link'
+  | 'password-reset'
+  | 'email-change'
+  | 'mfa-login'
+  | 'email-otp';
+
+/** Lifetime of an email one-time code, in minutes (flows/email-otp.ts). */
+export const EMAIL_CODE_LIFETIME_MINUTES = 10;
 
 export interface IssuedTicket {
   ticket: string;
@@ -33,6 +42,8 @@ export function ticketLifetimeMinutes(config: Config, purpose: TicketPurpose): n
       return config.TICKET_EMAIL_CHANGE_EXPIRES_IN;
     case 'mfa-login':
       return config.TICKET_MFA_EXPIRES_IN;
+    case 'email-otp':
+      return EMAIL_CODE_LIFETIME_MINUTES;
   }
 }
 

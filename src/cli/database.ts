@@ -10,6 +10,7 @@ import { type Clock, systemClock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import { type Database, openPglite, openPostgres } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
+import { Webhooks } from '../webhooks/webhooks.ts';
 import type { CliIO } from './command.ts';
 
 export interface CliDatabase {
@@ -18,6 +19,11 @@ export interface CliDatabase {
   clock: Clock;
   /** Migrations this opening applied (names). */
   applied: string[];
+  /**
+   * Webhooks of the changes a command makes, queued in their transactions; the service's sender delivers
+   * them at its next poll (EMAIL_POLL_INTERVAL_MS).
+   */
+  webhooks: Webhooks;
 }
 
 /**
@@ -51,7 +57,8 @@ export async function withDatabase<T>(
   try {
     const applied = await migrate(db);
     if (config.AUTH_ENABLED) await ensureAuthSchema({ config, db });
-    return await fn({ config, db, clock: systemClock, applied });
+    const webhooks = new Webhooks(config, systemClock, () => {});
+    return await fn({ config, db, clock: systemClock, applied, webhooks });
   } finally {
     await db.close();
   }

@@ -72,6 +72,9 @@ const ASSETS = [
   'dom.js',
   'views.js',
   'files.js',
+  'activity.js',
+  'passkeys.js',
+  'admin.js',
 ] as const;
 
 interface Asset {
@@ -184,6 +187,12 @@ function consoleSettings(config: Config, outbox: boolean) {
     changeEmail: config.CHANGE_EMAIL_ENABLED,
     verifyEmails: config.VERIFY_EMAILS,
     mfa: config.MFA_ENABLED,
+    passkeys: config.WEBAUTHN_ENABLED,
+    emails: config.EMAILS_ENABLED,
+    // The admin pages: whether a session may use them by role (the role's name is no secret), and
+    // whether an admin secret exists to type.
+    adminRole: config.ADMIN_ROLE === '' ? null : config.ADMIN_ROLE,
+    adminSecret: config.HASURA_GRAPHQL_ADMIN_SECRET !== '',
     outbox,
     ...switches(config),
   };

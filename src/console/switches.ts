@@ -61,6 +61,7 @@ export function switches(config: Config): { flows: Switch[]; providers: Switch[]
     },
     flag('Lost password', 'LOST_PASSWORD_ENABLED', 'A reset link by email.', mail),
     flag('Magic links', 'MAGIC_LINK_ENABLED', 'Sign-up and sign-in by an emailed link.', mail),
+    flag('Email codes', 'EMAIL_OTP_ENABLED', 'Sign-up and sign-in by a 6-digit code sent by email.', mail),
     flag('Email change', 'CHANGE_EMAIL_ENABLED', 'A signed-in person changes their address.'),
     flag(
       'Email change confirmation',
@@ -70,6 +71,11 @@ export function switches(config: Config): { flows: Switch[]; providers: Switch[]
     ),
     flag('Email change notice', 'NOTIFY_EMAIL_CHANGE', 'The old address is told of a change.', mail),
     flag('Two-factor sign-in (TOTP)', 'MFA_ENABLED', 'Codes from an authenticator app.'),
+    flag(
+      'Passkeys',
+      'WEBAUTHN_ENABLED',
+      'Sign up, sign in and confirm sensitive changes with a passkey (WebAuthn), on WEBAUTHN_RP_ID.',
+    ),
     flag('Deleting one’s own account', 'ALLOW_USER_SELF_DELETE', 'POST /auth/delete.'),
     flag('Anonymous sign-in', 'ANONYMOUS_USERS_ENABLED', 'POST /auth/login with anonymous: true.'),
     flag(

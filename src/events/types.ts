@@ -23,6 +23,8 @@ export type SessionEndReason =
   | 'password_reset'
   | 'email_changed'
   | 'mfa_changed'
+  /** The address was proven for the first time by a link: the ways in made before it end (link-emails.ts). */
+  | 'address_proven'
   /** A rotated refresh token came back after its grace interval: taken as stolen. */
   | 'refresh_token_reuse'
   /** The operator (CLI, console) signed the account out. */
@@ -44,7 +46,37 @@ export type AccountEventBody =
   | { type: 'mfa_disabled'; details: Record<string, never> }
   | { type: 'provider_linked'; details: { provider: string } }
   | { type: 'provider_unlinked'; details: { provider: string } }
-  | { type: 'account_disabled'; details: { by: 'operator' } };
+  | { type: 'account_disabled'; details: { by: 'operator' } }
+  /** A passkey was added (or came with a sign-up); `passkey` is its id in GET /auth/passkeys. */
+  | { type: 'passkey_added'; details: { passkey: string; name: string } }
+  | { type: 'passkey_removed'; details: { passkey: string; name: string } }
+  /**
+   * A sign-in with the passkey was refused because its signature counter went backwards: another copy
+   * of its key (a cloned authenticator) is being used.
+   */
+  | { type: 'passkey_clone_detected'; details: { passkey: string; name: string } }
+  // Changes an operator made (the admin API, the console's admin pages, `gatehouse users`); `by` says
+  // with which credential.
+  | { type: 'admin_user_created'; details: { by: OperatorRef; active: boolean; invited: boolean } }
+  | {
+      type: 'admin_roles_changed';
+      details: { by: OperatorRef; roles: string[]; default_role: string; sessions: string[] };
+    }
+  | { type: 'admin_account_disabled'; details: { by: OperatorRef; sessions: string[] } }
+  | { type: 'admin_account_enabled'; details: { by: OperatorRef } }
+  /** A new address (not named here: the feed keeps no address), `verified` when the operator vouched. */
+  | { type: 'admin_email_changed'; details: { by: OperatorRef; verified: boolean } }
+  | { type: 'admin_email_verification_changed'; details: { by: OperatorRef; verified: boolean } }
+  | { type: 'admin_profile_changed'; details: { by: OperatorRef; fields: string[] } }
+  | { type: 'admin_signed_out'; details: { by: OperatorRef; sessions: string[] } }
+  /** A link made for support: `sent` by email to the account's address, else handed to the operator. */
+  | { type: 'admin_link_issued'; details: { by: OperatorRef; link: string; sent: boolean } };
+
+/**
+ * Which credential an operator's change came with: the admin secret, an access token with ADMIN_ROLE
+ * (whose user), or the `gatehouse` command at the machine.
+ */
+export type OperatorRef = { via: 'admin-secret' } | { via: 'admin-role'; user_id: string } | { via: 'cli' };
 
 export type AccountEventType = AccountEventBody['type'];
 
@@ -61,6 +93,18 @@ export const ACCOUNT_EVENT_TYPES: readonly AccountEventType[] = [
   'provider_linked',
   'provider_unlinked',
   'account_disabled',
+  'passkey_added',
+  'passkey_removed',
+  'passkey_clone_detected',
+  'admin_user_created',
+  'admin_roles_changed',
+  'admin_account_disabled',
+  'admin_account_enabled',
+  'admin_email_changed',
+  'admin_email_verification_changed',
+  'admin_profile_changed',
+  'admin_signed_out',
+  'admin_link_issued',
 ];
 
 /** An event as a flow reports it: whose account, from which session and client, and what happened. */

@@ -1,5 +1,5 @@
 /**
- * Hasura tracking of the auth tables (contract §10.4). Gatehouse reads and writes PostgreSQL directly, but
+ * Hasura tracking of the auth tables (contract §10.4) and of storage.files. Gatehouse reads and writes PostgreSQL directly, but
  * apps query `public.users`, `auth.accounts` and their relationships through the GraphQL engine, so at
  * start, when HASURA_ENDPOINT is set, the tables are tracked and the relationships created, as HBP did.
  * Each call stands alone and its failure is only logged: "already tracked" is the normal answer on every
@@ -20,6 +20,9 @@ const TRACKED: readonly Table[] = [
   auth('migrations'),
   auth('security_events'),
   { schema: 'public', name: 'users' },
+  // One row per stored file (storage/files.ts). Tracking grants no role anything: the app adds select
+  // permissions, and should leave out `token` (a credential to the file).
+  { schema: 'storage', name: 'files' },
 ];
 
 /** [table, relationship name, foreign-key column of that table] */
@@ -32,6 +35,7 @@ const OBJECT_RELATIONSHIPS: readonly [Table, string, string][] = [
   [auth('accounts'), 'user', 'user_id'],
   [auth('refresh_tokens'), 'account', 'account_id'],
   [auth('security_events'), 'account', 'account_id'],
+  [{ schema: 'storage', name: 'files' }, 'owner', 'owner_id'],
 ];
 
 /** [table, relationship name, the referencing table, its foreign-key column] */
@@ -43,6 +47,7 @@ const ARRAY_RELATIONSHIPS: readonly [Table, string, Table, string][] = [
   [auth('providers'), 'account_providers', auth('account_providers'), 'auth_provider'],
   [auth('roles'), 'account_roles', auth('account_roles'), 'role'],
   [auth('roles'), 'accounts', auth('accounts'), 'default_role'],
+  [{ schema: 'public', name: 'users' }, 'files', { schema: 'storage', name: 'files' }, 'owner_id'],
 ];
 
 /**

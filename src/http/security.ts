@@ -107,15 +107,23 @@ export async function installSecurity(
   await app.register(cors, {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,
-    methods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+    // PATCH: the admin API's changes (PATCH /admin/users/{id}) and resumable uploads' chunks (TUS).
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: [
       'authorization',
       'content-type',
       'x-admin-secret',
+      'x-hasura-admin-secret',
       'x-request-id',
       'range',
       'if-none-match',
       'if-modified-since',
+      // Resumable uploads (TUS, /storage/uploads).
+      'tus-resumable',
+      'upload-length',
+      'upload-offset',
+      'upload-metadata',
+      'upload-checksum',
     ],
     exposedHeaders: [
       'etag',
@@ -124,6 +132,16 @@ export async function installSecurity(
       'content-disposition',
       'retry-after',
       'x-request-id',
+      'location',
+      'tus-resumable',
+      'tus-version',
+      'tus-extension',
+      'tus-max-size',
+      'tus-checksum-algorithm',
+      'upload-offset',
+      'upload-length',
+      'upload-metadata',
+      'upload-expires',
     ],
     maxAge: 600,
   });

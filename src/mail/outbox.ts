@@ -48,6 +48,24 @@ import type { TemplateLocals, TemplateName } from './templates.ts';
 /** Runs a deferred step in `tx`, the transaction that removes it; emails it sends go in `tx` too. */
 export type StepHandler = (tx: Queryable, input: DeferredInput) => Promise<void>;
 
+/**
+ * How the sender delivers rows of another kind than emails and deferred steps (webhooks: webhooks/):
+ * the same claims, leases, releases and records, with the kind's own transport and retry policy.
+ */
+export interface Deliverer {
+  /** What a row is called in logs ("webhook"). */
+  readonly noun: string;
+  /** Attempts before a row is given up, and the delays between them (as retryDelay computes them). */
+  readonly maxAttempts: number;
+  readonly retryDelayMs: number;
+  readonly retryMaxDelayMs: number;
+  /**
+   * Delivers `row`; rejects to have it retried. `onHanded` says the message has left (from then on a
+   * stop lets the delivery finish rather than release the row); `signal` aborts a delivery not handed yet.
+   */
+  deliver(row: OutboxRow, opts: { signal: AbortSignal; onHanded(): void }): Promise<void>;
+}
+
 export interface OutboxOptions {
   config: Config;
   db: Database;
@@ -79,6 +97,7 @@ export class EmailOutbox implements MailPort {
   /** This sender's name in `claimed_by`: random per start, so a restarted instance is another sender. */
   readonly senderId = `sender-${randomBytes(8).toString('hex')}`;
   private readonly steps = new Map<DeferredStep, StepHandler>();
+  private readonly deliverers = new Map<string, Deliverer>();
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private again = false;
@@ -110,6 +129,7 @@ export class EmailOutbox implements MailPort {
     if (!this.sends) throw new AppError('EMAILS_DISABLED');
     const message: Record<string, unknown> = { email: input.email };
     if (input.redirectTo !== undefined) message.redirectTo = input.redirectTo;
+    if (input.createUser !== undefined) message.createUser = input.createUser;
     await insertOutboxRow(db, { kind: step, message });
     afterCommit(db, () => this.wake());
   }
@@ -119,9 +139,15 @@ export class EmailOutbox implements MailPort {
     this.steps.set(step, handler);
   }
 
+  /** Says how to deliver rows of `kind` (the composition root wires webhooks here). */
+  deliver(kind: string, deliverer: Deliverer): void {
+    this.deliverers.set(kind, deliverer);
+  }
+
   /** Starts the sender: a pass now (rows left from before this start) and one every poll interval. */
   start(): void {
-    if (!this.sends || this.closed || this.timer) return;
+    // With emails off, the sender still runs for the other kinds (webhooks).
+    if ((!this.sends && this.deliverers.size === 0) || this.closed || this.timer) return;
     this.timer = setInterval(() => this.wake(), this.opts.config.EMAIL_POLL_INTERVAL_MS);
     this.timer.unref();
     this.wake();
@@ -244,10 +270,23 @@ export class EmailOutbox implements MailPort {
     const { db, log } = this.opts;
     const secrets = secretsOf(row);
     try {
+      const deliverer = this.deliverers.get(row.kind);
+      if (deliverer) {
+        const handed = () => {
+          held.handed = true;
+        };
+        await deliverer.deliver(row, { signal: held.abort.signal, onHanded: handed });
+        if (!(await markSent(db, row.id, this.senderId)))
+          log.warn(
+            { outboxId: row.id, kind: row.kind },
+            `a ${deliverer.noun} was delivered after its lease was lost: it may be delivered twice`,
+          );
+        return;
+      }
       if (row.kind === 'email') {
         if (row.expired) {
           await markFailed(db, row.id, this.senderId, 'the link expired before the email could be sent');
-          outboxEvent('given_up', row.template ?? 'unknown');
+          outboxEvent('given_up', row.template ?? 'unknown', row.kind);
           log.error({ outboxId: row.id, template: row.template }, 'email given up: its link expired unsent');
           return;
         }
@@ -274,10 +313,11 @@ export class EmailOutbox implements MailPort {
   private async runStep(row: OutboxRow): Promise<void> {
     const handler = this.steps.get(row.kind as DeferredStep);
     if (!handler) throw new Error(`no handler for the deferred step "${row.kind}"`);
-    const input = (row.message ?? {}) as { email?: unknown; redirectTo?: unknown };
+    const input = (row.message ?? {}) as { email?: unknown; redirectTo?: unknown; createUser?: unknown };
     if (typeof input.email !== 'string') throw new Error('the deferred step has no address');
     const stepInput: DeferredInput = { email: input.email };
     if (typeof input.redirectTo === 'string') stepInput.redirectTo = input.redirectTo;
+    if (typeof input.createUser === 'boolean') stepInput.createUser = input.createUser;
     await this.opts.db.transaction(async (tx) => {
       // Another sender took the row over (our lease ran out): it runs the step, not us.
       if (!(await takeStep(tx, row.id, this.senderId))) return;
@@ -288,21 +328,26 @@ export class EmailOutbox implements MailPort {
   private async recordFailure(row: OutboxRow, error: string): Promise<void> {
     const { config, db, log } = this.opts;
     const label = row.template ?? row.kind;
-    if (row.attempts >= config.EMAIL_MAX_ATTEMPTS) {
+    const deliverer = this.deliverers.get(row.kind);
+    const noun = deliverer?.noun ?? 'email';
+    const policy = deliverer
+      ? { EMAIL_RETRY_DELAY_MS: deliverer.retryDelayMs, EMAIL_RETRY_MAX_DELAY_MS: deliverer.retryMaxDelayMs }
+      : config;
+    if (row.attempts >= (deliverer?.maxAttempts ?? config.EMAIL_MAX_ATTEMPTS)) {
       await markFailed(db, row.id, this.senderId, error);
-      outboxEvent('given_up', label);
+      outboxEvent('given_up', label, row.kind);
       log.error(
         { outboxId: row.id, template: label, attempts: row.attempts, error },
-        `email given up after ${row.attempts} attempts`,
+        `${noun} given up after ${row.attempts} attempts`,
       );
       return;
     }
-    const delay = retryDelay(config, row.attempts);
+    const delay = retryDelay(policy, row.attempts);
     await markRetry(db, row.id, this.senderId, delay, error);
-    outboxEvent('retry', label);
+    outboxEvent('retry', label, row.kind);
     log.warn(
       { outboxId: row.id, template: label, attempts: row.attempts, retryInMs: delay, error },
-      'email not sent yet; it will be retried',
+      `${noun} not sent yet; it will be retried`,
     );
   }
 
@@ -351,7 +396,10 @@ function secretsOf(row: OutboxRow): string[] {
     message.locals?.token,
     ...Object.values(message.headers ?? {}),
   ];
-  return values.filter((v): v is string => typeof v === 'string' && v.length >= 8);
+  const secrets = values.filter((v): v is string => typeof v === 'string' && v.length >= 8);
+  // A one-time code is short, yet a secret all the same.
+  const code = message.locals?.code;
+  return typeof code === 'string' ? [...secrets, code] : secrets;
 }
 
 /**

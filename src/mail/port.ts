@@ -25,12 +25,14 @@ export interface OutgoingEmail {
  * Steps of a flow that must answer before it looks the address up (so that neither status nor time tells
  * whether an account exists), recorded durably by `sendLater` and run after the response by one sender.
  */
-export type DeferredStep = 'password-reset' | 'activation-resend' | 'magic-link-login';
+export type DeferredStep = 'password-reset' | 'activation-resend' | 'magic-link-login' | 'email-otp';
 
 /** The input every deferred step takes: the address typed and the checked `redirect_to`. */
 export interface DeferredInput {
   email: string;
   redirectTo?: string;
+  /** `email-otp`: an unknown address gets a sign-up code. */
+  createUser?: boolean;
 }
 
 export interface MailPort {

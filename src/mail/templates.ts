@@ -18,6 +18,8 @@ export const TEMPLATE_NAMES = [
   'notify-email-change',
   'email-in-use',
   'account-exists',
+  'new-sign-in',
+  'email-code',
 ] as const;
 export type TemplateName = (typeof TEMPLATE_NAMES)[number];
 
@@ -56,7 +58,17 @@ const esc = (v: unknown): string =>
  * Locals the service makes itself (links, tickets, the recipient's own address): used as they are.
  * Every other string local is user text (safeLocals).
  */
-const SERVICE_LOCALS = new Set(['url', 'email', 'link', 'ticket', 'token', 'action', 'action_url', 'locale']);
+const SERVICE_LOCALS = new Set([
+  'url',
+  'email',
+  'link',
+  'ticket',
+  'token',
+  'code',
+  'action',
+  'action_url',
+  'locale',
+]);
 
 /** The longest user-chosen text an email shows, in characters. */
 export const USER_TEXT_MAX = 64;
@@ -200,6 +212,26 @@ const DEFAULTS: Record<TemplateName, Default> = {
     ],
     button: 'Sign in',
     after: () => ['If you did not try to register, you can ignore this email.'],
+  },
+  'new-sign-in': {
+    subject: () => 'New sign-in to your account',
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `Your account was signed in from a device it has not used recently: ${String(l.device ?? 'unknown')}, network ${String(l.network ?? 'unknown')}, at ${String(l.time ?? '')} (${String(l.sign_in_method ?? 'unknown')}).`,
+      'If it was you, there is nothing to do.',
+      'If not, change your password now and end that session from the list of your sessions in the application.',
+    ],
+    button: 'Open the application',
+  },
+  'email-code': {
+    subject: (l) => `Your ${l.action === 'register' ? 'sign-up' : 'sign-in'} code: ${String(l.code ?? '')}`,
+    lines: (l) => [
+      `Hello ${l.display_name},`,
+      `Your ${l.action === 'register' ? 'sign-up' : 'sign-in'} code is: ${String(l.code ?? '')}`,
+      `Type it in the app within ${String(l.minutes ?? 10)} minutes. It works once; never give it to anyone.`,
+    ],
+    button: 'Or continue with this link',
+    after: () => ['If you did not ask for this code, you can ignore this email.'],
   },
 };
 

@@ -10,7 +10,14 @@
  */
 import { channel } from 'node:diagnostics_channel';
 
-export type SignInMethod = 'password' | 'mfa' | 'magic_link' | 'anonymous' | 'provider';
+export type SignInMethod =
+  | 'password'
+  | 'mfa'
+  | 'magic_link'
+  | 'email_otp'
+  | 'anonymous'
+  | 'provider'
+  | 'passkey';
 export type SignInOutcome =
   /** A session was issued. */
   | 'success'
@@ -25,8 +32,11 @@ export type SignInOutcome =
   | 'disabled'
   /** A wrong or reused TOTP code, or a dead MFA ticket. */
   | 'invalid_code'
-  /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…). */
-  | 'refused';
+  /** A provider sign-in that ended at the failure URL (bad state, ID token, unvouched email…); a passkey
+   * assertion that did not verify (unknown credential, bad signature, origin, flags, dead challenge). */
+  | 'refused'
+  /** A passkey whose signature counter went backwards (a cloned authenticator). */
+  | 'cloned';
 export type RefreshOutcome =
   /** The token was rotated into a successor. */
   | 'rotated'
@@ -54,8 +64,10 @@ export interface EmailEvent {
 }
 export interface OutboxEvent {
   outcome: OutboxOutcome;
-  /** The email's template, or the deferred step's name. */
+  /** The email's template, the deferred step's name, or the webhook's event type. */
   template: string;
+  /** The row's kind: 'email', a deferred step, or 'webhook'. */
+  kind: string;
 }
 export interface EmailOverBudgetEvent {
   template: string;
@@ -91,8 +103,9 @@ export function emailEvent(outcome: EmailOutcome, mode: string, template: string
   if (channels.email.hasSubscribers) channels.email.publish({ outcome, mode, template } satisfies EmailEvent);
 }
 
-export function outboxEvent(outcome: OutboxOutcome, template: string): void {
-  if (channels.outbox.hasSubscribers) channels.outbox.publish({ outcome, template } satisfies OutboxEvent);
+export function outboxEvent(outcome: OutboxOutcome, template: string, kind: string): void {
+  if (channels.outbox.hasSubscribers)
+    channels.outbox.publish({ outcome, template, kind } satisfies OutboxEvent);
 }
 
 /** An email was not queued: its address had used up its budget (mail/budget.ts). */
@@ -134,6 +147,12 @@ export function signInOutcomeOf(err: unknown): SignInOutcome | undefined {
     case 'INVALID_TOTP':
     case 'INVALID_TOKEN':
       return 'invalid_code';
+    case 'PASSKEY_INVALID':
+    case 'PASSKEY_CHALLENGE_INVALID':
+    case 'PASSKEY_MALFORMED':
+      return 'refused';
+    case 'PASSKEY_COUNTER_REGRESSED':
+      return 'cloned';
     default:
       return undefined;
   }

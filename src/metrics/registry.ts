@@ -22,7 +22,15 @@ export interface MetricsSources {
   /** The instance's password hashing threads. */
   passwords: { stats(): { waiting: number; running: number } };
   /** The email outbox's backlog, read from the database at scrape time. */
-  outbox?: { backlog(): Promise<{ pending: number; oldestSeconds: number; failed: number }> };
+  outbox?: {
+    backlog(): Promise<{
+      pending: number;
+      oldestSeconds: number;
+      failed: number;
+      webhooksPending: number;
+      webhooksFailed: number;
+    }>;
+  };
   /** PostgreSQL pool figures; absent for PGlite. */
   poolStats?: () => PoolStats;
   /** The revoked list of access tokens (auth/revocations.ts). */
@@ -68,7 +76,7 @@ export class Metrics {
 
     const signIns = new Counter({
       name: 'gatehouse_sign_ins_total',
-      help: 'Sign-in attempts by method (password, mfa, magic_link, anonymous, provider) and outcome (success, mfa_required, wrong_password, locked, not_activated, disabled, invalid_code, refused).',
+      help: 'Sign-in attempts by method (password, mfa, magic_link, anonymous, provider, passkey) and outcome (success, mfa_required, wrong_password, locked, not_activated, disabled, invalid_code, refused, cloned).',
       labelNames: ['method', 'outcome'],
       registers,
     });
@@ -98,9 +106,16 @@ export class Metrics {
       labelNames: ['outcome', 'template'],
       registers,
     });
-    this.on(channels.outbox.name, (e: OutboxEvent) =>
-      outboxAttempts.inc({ outcome: e.outcome, template: e.template }),
-    );
+    const webhookFailures = new Counter({
+      name: 'gatehouse_webhook_failures_total',
+      help: 'Failed webhook delivery attempts, by what follows (retry: tried again later; given_up: WEBHOOK_MAX_ATTEMPTS reached) and event type.',
+      labelNames: ['outcome', 'type'],
+      registers,
+    });
+    this.on(channels.outbox.name, (e: OutboxEvent) => {
+      if (e.kind === 'webhook') webhookFailures.inc({ outcome: e.outcome, type: e.template });
+      else outboxAttempts.inc({ outcome: e.outcome, template: e.template });
+    });
     const overBudget = new Counter({
       name: 'gatehouse_emails_over_budget_total',
       help: 'Emails not queued because their address had used up its budget (RATE_LIMIT_EMAIL_ADDRESS_MAX), by template.',
@@ -114,7 +129,7 @@ export class Metrics {
     if (outbox) {
       // Read by `text()` before the registry collects (one query per scrape, finished before the pool
       // gauges look at the pool); when the database cannot answer, the gauges keep their last values.
-      const backlog = { pending: 0, oldestSeconds: 0, failed: 0 };
+      const backlog = { pending: 0, oldestSeconds: 0, failed: 0, webhooksPending: 0, webhooksFailed: 0 };
       this.beforeCollect = async () => {
         try {
           Object.assign(backlog, await outbox.backlog());
@@ -136,6 +151,22 @@ export class Metrics {
         registers,
         collect() {
           this.set(backlog.oldestSeconds);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_webhooks_pending',
+        help: 'Webhook deliveries waiting to be delivered (or retried), across every instance.',
+        registers,
+        collect() {
+          this.set(backlog.webhooksPending);
+        },
+      });
+      new Gauge({
+        name: 'gatehouse_webhooks_given_up',
+        help: 'Webhook deliveries given up and still kept with their error (`gatehouse webhooks list-failed`).',
+        registers,
+        collect() {
+          this.set(backlog.webhooksFailed);
         },
       });
       new Gauge({

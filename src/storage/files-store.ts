@@ -79,13 +79,33 @@ export async function filesUnder(
   after: string,
   limit: number,
 ): Promise<FileRow[]> {
-  const { rows } = await q.query<RawFileRow>(
+  // One JSON value per page rather than a row per file: decoding 1,000 rows of 7 columns each (more so
+  // in PGlite) took three times as long as parsing the same page as one JSON text.
+  const { rows } = await q.query<{ page: string }>(
     'storage-files-under-prefix',
-    `SELECT ${FILE_COLUMNS} FROM storage.files
-      WHERE key LIKE $1 AND key > $2 ORDER BY key LIMIT $3`,
+    `SELECT coalesce(json_agg(json_build_array(key, size, content_type, etag, token, owner_id,
+              floor(extract(epoch FROM updated_at) * 1000)) ORDER BY key), '[]')::text AS page
+       FROM (SELECT * FROM storage.files WHERE key LIKE $1 AND key > $2 ORDER BY key LIMIT $3) f`,
     [prefixPattern(prefix), after, limit],
   );
-  return rows.map(fileRow);
+  const page = JSON.parse(rows[0]?.page ?? '[]') as [
+    string,
+    number,
+    string,
+    string,
+    string,
+    string | null,
+    number,
+  ][];
+  return page.map(([key, size, contentType, etag, token, ownerId, ms]) => ({
+    key,
+    size: Number(size),
+    contentType,
+    etag,
+    token,
+    ownerId,
+    updatedAt: new Date(ms),
+  }));
 }
 
 /** The rows among `keys` (reconciliation compares a page of the store's listing with them). */
@@ -129,15 +149,29 @@ export async function refreshFile(q: Queryable, info: ObjectInfo): Promise<void>
   );
 }
 
-/** Imports the row of an object found in the store; an existing row is left as it is. */
-export async function importFile(q: Queryable, info: ObjectInfo, now: Date): Promise<boolean> {
+/**
+ * Imports the rows of objects found in the store, in one statement (a page of a listing); existing rows
+ * are left as they are. Returns how many were added.
+ */
+export async function importFiles(q: Queryable, infos: readonly ObjectInfo[], now: Date): Promise<number> {
+  if (infos.length === 0) return 0;
   const { rowCount } = await q.query(
-    'storage-file-import',
+    'storage-files-import',
     `INSERT INTO storage.files (key, size, content_type, etag, token, owner_id, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, NULL, $6, $7) ON CONFLICT (key) DO NOTHING`,
-    [info.key, info.size, info.contentType, info.etag, info.token, now, info.lastModified],
+     SELECT k, s, c, e, t, NULL, $6, to_timestamp(m / 1000.0)
+       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $7::float8[]) AS i(k, s, c, e, t, m)
+     ON CONFLICT (key) DO NOTHING`,
+    [
+      infos.map((i) => i.key),
+      infos.map((i) => i.size),
+      infos.map((i) => i.contentType),
+      infos.map((i) => i.etag),
+      infos.map((i) => i.token),
+      now,
+      infos.map((i) => i.lastModified.getTime()),
+    ],
   );
-  return rowCount > 0;
+  return rowCount;
 }
 
 export async function deleteFileRow(q: Queryable, key: string): Promise<boolean> {

@@ -19,6 +19,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { fileDeleted, fileUploaded, type Webhooks } from '../webhooks/webhooks.ts';
 import type { ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import {
   deleteFileRow,
@@ -29,7 +30,7 @@ import {
   filesByKeys,
   filesUnder,
   findFile,
-  importFile,
+  importFiles,
   isImported,
   lockOwner,
   markImported,
@@ -37,6 +38,7 @@ import {
   rowInfo,
   upsertFile,
 } from './files-store.ts';
+import { isReservedKey } from './keys.ts';
 import type { QuotaReservation } from './quotas.ts';
 
 /** What the files table's operations use (a part of StorageDeps). */
@@ -48,6 +50,8 @@ export interface FilesDeps {
   readonly catalog: FileCatalog;
   /** Cached image variants, forgotten when their source changes. */
   readonly images: { forget(sourceKey: string): Promise<void> };
+  /** Queues file.uploaded and file.deleted webhooks in the change's transaction (webhooks/). */
+  readonly webhooks?: Webhooks;
 }
 
 /** How long a plain upload's reservation lasts between renewals (the upload renews it while it runs). */
@@ -75,18 +79,22 @@ export class FileCatalog {
   }
 
   /**
-   * Starts the background work: the first import when the store has none recorded, then the repair of
-   * uploads cut off, now and every half lease. Never blocks the start; a failure is logged and retried
-   * at the next pass.
+   * Learns whether the store was imported (one query, awaited, so that no request is read by the store
+   * on an instance that should read the table), then starts the background work: the first import when
+   * none is recorded, and the repair of uploads cut off, now and every half lease. The import and the
+   * repairs never hold the start; a failure is logged and retried at the next pass.
    */
-  start(deps: FilesDeps, log: FastifyBaseLogger): void {
+  async start(deps: FilesDeps, log: FastifyBaseLogger): Promise<void> {
     const name = FileCatalog.storeName(deps.config);
+    this.imported = await isImported(deps.db, name);
     const pass = async () => {
       if (!this.imported) {
         if (await isImported(deps.db, name)) this.imported = true;
         else {
-          const report = await reconcile(deps, { removeStale: false });
-          await markImported(deps.db, name, report.imported, deps.clock.now());
+          // Stopped between pages at shutdown (the next start imports again: what is in is kept).
+          const report = await reconcile(deps, { removeStale: false, stopped: () => this.stopped });
+          if (this.stopped) return;
+          await markStoreImported(deps, report.imported);
           this.imported = true;
           if (report.imported > 0)
             log.info({ imported: report.imported }, 'storage: existing objects imported into storage.files');
@@ -122,6 +130,14 @@ export class FileCatalog {
   }
 }
 
+/** Records that the configured store's objects are in the table (the first start then skips its import). */
+export async function markStoreImported(
+  deps: Pick<FilesDeps, 'config' | 'db' | 'clock'>,
+  imported: number,
+): Promise<void> {
+  await markImported(deps.db, FileCatalog.storeName(deps.config), imported, deps.clock.now());
+}
+
 /** What a finished upload hands to `completeUpload`. */
 export interface CompletedUpload {
   /** The object as the store returned it once written (`put`, or a TUS store's final object). */
@@ -145,6 +161,7 @@ export async function completeUpload(deps: FilesDeps, upload: CompletedUpload): 
     if (ownerId !== null) await lockOwner(tx, ownerId);
     await upsertFile(tx, info, ownerId, deps.clock.now());
     if (reservation) await deleteReservation(tx, reservation.id);
+    await deps.webhooks?.queue(tx, fileUploaded(info, ownerId));
   });
   await deps.images.forget(info.key);
   return info;
@@ -173,8 +190,12 @@ export async function* filesWithPrefix(deps: FilesDeps, prefix: string): AsyncIt
  */
 export async function removeFile(deps: FilesDeps, key: string, removeObject: () => Promise<boolean>) {
   const removed = await deps.db.transaction(async (tx) => {
+    // The owner, for the file.deleted webhook (read only when one is sent).
+    const owner = deps.webhooks?.wants('file.deleted') ? ((await findFile(tx, key))?.ownerId ?? null) : null;
     await deleteFileRow(tx, key);
-    return removeObject();
+    const gone = await removeObject();
+    if (gone) await deps.webhooks?.queue(tx, fileDeleted(key, owner));
+    return gone;
   });
   await deps.images.forget(key);
   return removed;
@@ -199,7 +220,7 @@ export async function repairInterrupted(deps: FilesDeps): Promise<{ completed: n
     for (const r of expired) {
       const [object, row] = await Promise.all([deps.objects.head(r.key), findFile(deps.db, r.key)]);
       if (object && !(row && row.etag === object.etag && row.size === object.size)) {
-        const reservation = { ...r, expiresAt: r.expiresAt.toISOString() };
+        const reservation = { ...r, length: r.bytes, expiresAt: r.expiresAt.toISOString() };
         await completeUpload(deps, { info: object, ownerId: r.ownerId, reservation });
         completed++;
       } else {
@@ -228,8 +249,9 @@ export interface ReconcileReport {
  */
 export async function reconcile(
   deps: Pick<FilesDeps, 'db' | 'objects' | 'clock'>,
-  opts: { removeStale: boolean },
+  opts: { removeStale: boolean; stopped?: () => boolean },
 ): Promise<ReconcileReport> {
+  const stopped = opts.stopped ?? (() => false);
   const report: ReconcileReport = { imported: 0, updated: 0, removed: 0, objects: 0 };
   let page: ObjectInfo[] = [];
   const flush = async () => {
@@ -237,24 +259,28 @@ export async function reconcile(
       deps.db,
       page.map((o) => o.key),
     );
+    const missing: ObjectInfo[] = [];
     for (const object of page) {
       const row = rows.get(object.key);
-      if (!row) {
-        if (await importFile(deps.db, object, deps.clock.now())) report.imported++;
-      } else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
+      if (!row) missing.push(object);
+      else if (row.etag !== object.etag || row.size !== object.size || row.token !== object.token) {
         await refreshFile(deps.db, object);
         report.updated++;
       }
     }
+    report.imported += await importFiles(deps.db, missing, deps.clock.now());
     report.objects += page.length;
     page = [];
   };
   for await (const object of deps.objects.list('')) {
+    // The parts of resumable uploads in progress (S3: the bucket's reserved prefix) are no files.
+    if (isReservedKey(object.key)) continue;
     page.push(object);
     if (page.length >= PAGE) await flush();
+    if (stopped()) return report;
   }
   await flush();
-  if (opts.removeStale) {
+  if (opts.removeStale && !stopped()) {
     let after = '';
     for (;;) {
       const keys = await fileKeysAfter(deps.db, after, PAGE);

@@ -6,6 +6,19 @@
  */
 import { AppError } from '../errors.ts';
 
+/**
+ * The first path segment reserved for the parts of resumable uploads still in progress (src/storage/tus/):
+ * on S3 they live in the bucket under this prefix. No request may name it, and listings skip it, so an
+ * incomplete upload is never listed, zipped, served, overwritten or deleted through /storage/o.
+ */
+export const UPLOADS_SEGMENT = '.gatehouse-uploads';
+export const UPLOADS_PREFIX = `${UPLOADS_SEGMENT}/`;
+
+/** Whether a stored key belongs to the uploads in progress (never a file). */
+export function isReservedKey(key: string): boolean {
+  return key === UPLOADS_SEGMENT || key.startsWith(UPLOADS_PREFIX);
+}
+
 /** S3's limit on a key, in UTF-8 bytes. */
 export const MAX_KEY_BYTES = 1024;
 
@@ -48,6 +61,7 @@ export function checkedKey(key: string): ParsedKey {
       if (segment === '') throw invalid('it has an empty segment');
       if (segment === '.' || segment === '..') throw invalid(`it has a "${segment}" segment`);
     }
+    if (isReservedKey(key)) throw invalid(`"${UPLOADS_SEGMENT}" is reserved for uploads in progress`);
   }
   return { key, folder, path: `/${key}` };
 }

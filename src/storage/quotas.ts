@@ -47,6 +47,8 @@ export interface QuotaReservation {
   ownerId: string | null;
   /** Bytes held against the quota: the declared length less what the overwritten file of the owner has. */
   bytes: number;
+  /** The most the upload may write: the length granted (the declared one, or less with `upTo`). */
+  length: number;
   expiresAt: string;
 }
 
@@ -57,6 +59,11 @@ export interface ReserveRequest {
   bytes: number;
   /** When the reservation lapses unless extended, settled or released. */
   expiresAt: Date;
+  /**
+   * `bytes` is only a ceiling (a body of unknown length, limited by STORAGE_MAX_UPLOAD_SIZE): grant what
+   * is free up to it rather than refuse; the upload must then stop at the granted `length`.
+   */
+  upTo?: boolean;
 }
 
 /** The quota of a user: their override, else STORAGE_QUOTA_BYTES; null is unlimited. */
@@ -85,6 +92,7 @@ export async function reserveQuota(deps: QuotaDeps, req: ReserveRequest): Promis
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
     let bytes = 0;
+    let length = req.bytes;
     if (req.ownerId !== null) {
       await lockOwner(tx, req.ownerId);
       const quota = await quotaOf(tx, deps.config, req.ownerId);
@@ -94,7 +102,12 @@ export async function reserveQuota(deps: QuotaDeps, req: ReserveRequest): Promis
       if (quota !== null) {
         const owned = await ownedFiles(tx, req.ownerId);
         const reserved = await reservedBytes(tx, req.ownerId, now);
-        if (owned.bytes + reserved + bytes > quota) throw exceeded(quota, owned.bytes, reserved, bytes);
+        const free = quota - owned.bytes - reserved;
+        if (bytes > free) {
+          if (!req.upTo || free <= 0) throw exceeded(quota, owned.bytes, reserved, bytes);
+          bytes = free;
+          length = Math.min(req.bytes, free + credit);
+        }
       }
     }
     const id = randomUUID();
@@ -103,7 +116,7 @@ export async function reserveQuota(deps: QuotaDeps, req: ReserveRequest): Promis
       { id, key: req.key, ownerId: req.ownerId, bytes, expiresAt: req.expiresAt },
       now,
     );
-    return { id, key: req.key, ownerId: req.ownerId, bytes, expiresAt: req.expiresAt.toISOString() };
+    return { id, key: req.key, ownerId: req.ownerId, bytes, length, expiresAt: req.expiresAt.toISOString() };
   });
 }
 

@@ -12,7 +12,7 @@ import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
 import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } from './files.ts';
-import type { ParsedKey } from './keys.ts';
+import { isReservedKey, type ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
 import { revokeSharesOfKey } from './shares/shares-store.ts';
@@ -312,6 +312,15 @@ export async function openFile(deps: StorageDeps, info: ObjectInfo, range?: Byte
   return got.body;
 }
 
+/** Whether the store no longer has `key` (false when it cannot say): a zip leaves such a file out. */
+export async function fileGone(deps: StorageDeps, key: string): Promise<boolean> {
+  try {
+    return (await deps.objects.head(key)) === undefined;
+  } catch {
+    return false;
+  }
+}
+
 /** The whole of the version `info` describes, in memory (small files only); ObjectChanged as openFile. */
 export async function readFileBytes(deps: StorageDeps, info: ObjectInfo): Promise<Buffer> {
   return store(() => deps.objects.read(info.key, info));
@@ -343,6 +352,8 @@ export async function* listFolder(
     const r = await store(() => it.next());
     if (r.done) return;
     const info = r.value;
+    // Parts of uploads in progress (S3: under the reserved prefix of the bucket) are never files.
+    if (isReservedKey(info.key)) continue;
     if (!admin) {
       const meta = toMetadata(info);
       if (!allowed(deps, 'list', info.key, caller, meta)) continue;

@@ -6,6 +6,7 @@
  * forgotten).
  */
 import { randomUUID } from 'node:crypto';
+import { open } from 'node:fs/promises';
 import { pipeline, type Readable, Transform } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
@@ -37,6 +38,19 @@ export interface IncomingFile {
    */
   sizeBound?: number;
   /**
+   * A local file holding exactly the bytes of `stream`, complete and fsynced (a finished resumable
+   * upload on the folder backend). A store that can adopt it (fs) moves it in instead of copying the
+   * stream, which is then never read.
+   */
+  localFile?: string;
+  /** The MD5 (hex) of `localFile`, when its writer computed it on the way in. */
+  localMd5?: string;
+  /**
+   * The quota reservation made for this file already (a resumable upload's, at its creation): used
+   * instead of a new one, and left to its maker when the upload fails.
+   */
+  reservation?: QuotaReservation;
+  /**
    * Reads what follows the file in the body and rejects (400) when it holds a second file. Awaited once
    * the file's bytes have all arrived, after the rules, before the object is committed.
    */
@@ -50,10 +64,10 @@ export function uploaderOf(caller: Caller): string | null {
   return typeof id === 'string' && id !== '' ? id : null;
 }
 
-function overQuota(declared: number): AppError {
+function overQuota(reserved: number): AppError {
   return new AppError(
     'QUOTA_EXCEEDED',
-    `The file is longer than the ${declared} bytes its request declared, which is what the quota reserved.`,
+    `The file is longer than the ${reserved} bytes reserved for it (its declared length, or what your quota had free).`,
   );
 }
 
@@ -91,6 +105,17 @@ export async function uploadFile(
   let contentType = '';
   const resource = (size: number | typeof NOT_YET_KNOWN) => ({ name, size, mimetype: contentType });
 
+  if (file.localFile && objects.adopt) {
+    const info = await adoptLocalFile(deps, key, caller, file.localFile, {
+      op,
+      name,
+      md5: file.localMd5,
+      mimetype: file.mimetype,
+      token: existing?.token || randomUUID(),
+    });
+    return completeUpload(deps, { info, ownerId: uploaderOf(caller), reservation: file.reservation });
+  }
+
   let head!: { resolve: (first: Buffer) => void; reject: (err: Error) => void };
   const first = new Promise<Buffer>((resolve, reject) => {
     head = { resolve, reject };
@@ -127,6 +152,8 @@ export async function uploadFile(
       if (peeking) release(this);
       settled
         .then(async (decideAtEnd) => {
+          // Bytes that came in while the reservation was being made went by before its limit was known.
+          if (size > reservedLimit) throw overQuota(reservedLimit);
           if (decideAtEnd) {
             const input = ruleInput(key, caller, resource(size));
             const decision = deps.rules.decide(op, input);
@@ -158,25 +185,72 @@ export async function uploadFile(
       if (early.allowed === false) throw refused(deps, op, input, caller, early);
       decideAtEnd = early.allowed === 'later';
     }
-    settle(decideAtEnd);
     // Reserved before any byte is written (413 stores nothing); the declared length, else the size limit.
-    const declared = Math.min(max, file.declaredSize ?? file.sizeBound ?? max);
+    const known = file.declaredSize ?? file.sizeBound;
     const lease = () => new Date(deps.clock.now().getTime() + UPLOAD_LEASE_MS);
-    reserved = await reserveQuota(deps, { ownerId, key: key.key, bytes: declared, expiresAt: lease() });
-    // The reservation covers the overwritten file's size as credit: the stream may bring `declared`.
-    reservedLimit = declared;
-    const held = reserved;
-    renew = setInterval(() => void extendQuota(deps, held, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
-    renew.unref();
+    if (file.reservation) {
+      // Made when the declared length was first known (a resumable upload's creation), with its own lease.
+      reserved = file.reservation;
+      settle(decideAtEnd);
+    } else {
+      reserved = await reserveQuota(deps, {
+        ownerId,
+        key: key.key,
+        bytes: Math.min(max, known ?? max),
+        expiresAt: lease(),
+        // A body of unknown length (chunked) gets what is free, up to the size limit, and must stop there.
+        upTo: known === undefined,
+      });
+      reservedLimit = reserved.length;
+      // The end-of-body checks wait for this: they check the size against the reservation too.
+      settle(decideAtEnd);
+      const mine = reserved;
+      renew = setInterval(() => void extendQuota(deps, mine, lease()).catch(() => {}), UPLOAD_LEASE_MS / 3);
+      renew.unref();
+    }
     const token = existing?.token || randomUUID();
     info = await store(() => objects.put(key.key, guard, { contentType, token }));
   } catch (err) {
     clearInterval(renew);
     guard.destroy();
     // Nothing was stored: the reservation goes (when even that fails, its lease runs out).
-    if (reserved) await releaseQuota(deps, reserved).catch(() => {});
+    if (reserved && reserved !== file.reservation) await releaseQuota(deps, reserved).catch(() => {});
     throw err;
   }
   clearInterval(renew);
   return completeUpload(deps, { info, ownerId, reservation: reserved });
+}
+
+/**
+ * uploadFile for a complete local file the store can adopt: the same content type (sniffed from its first
+ * bytes) and the same rules (on its real size and type), then the file moved in instead of copied.
+ */
+async function adoptLocalFile(
+  deps: StorageDeps,
+  key: ParsedKey,
+  caller: Caller,
+  localFile: string,
+  at: { op: Operation; name: string; md5: string | undefined; mimetype: string | undefined; token: string },
+): Promise<ObjectInfo> {
+  const { config, objects } = deps;
+  const fh = await open(localFile, 'r');
+  let size: number;
+  let head: Buffer;
+  try {
+    size = (await fh.stat()).size;
+    head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
+    await fh.read(head, 0, head.length, 0);
+  } finally {
+    await fh.close();
+  }
+  if (size > config.STORAGE_MAX_UPLOAD_SIZE) throw tooLarge(config);
+  const contentType = size === 0 ? emptyFileType(at.mimetype) : chooseContentType(at.mimetype, head);
+  if (!caller.admin) {
+    const input = ruleInput(key, caller, { name: at.name, size, mimetype: contentType });
+    const decision = deps.rules.decide(at.op, input);
+    if (decision.allowed !== true) throw refused(deps, at.op, input, caller, decision);
+  }
+  const adopt = objects.adopt?.bind(objects);
+  if (!adopt) throw new Error('the store cannot adopt files');
+  return store(() => adopt(key.key, localFile, { contentType, token: at.token }, at.md5));
 }

@@ -4,6 +4,7 @@ import { jwtVerify } from 'jose';
 import { insertAccount } from '../../src/auth/accounts-store.ts';
 import { issueSession, refreshSession } from '../../src/auth/sessions.ts';
 import { consumeTicket, issueTicket, peekTicket, recordTicketFailure } from '../../src/auth/tickets-store.ts';
+import { authDeps } from '../../src/context.ts';
 import { HS, HS_KEY } from '../helpers/accounts.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
@@ -82,7 +83,7 @@ for (const kind of dbKinds()) {
     });
 
     it('issues a verifiable session and rotates its refresh token', async () => {
-      const s = await issueSession(t.ctx, accountId);
+      const s = await issueSession(authDeps(t.ctx), accountId);
       const { payload } = await jwtVerify(s.access.token, new TextEncoder().encode(HS_KEY), {
         algorithms: ['HS256'],
         currentDate: t.clock.now(),

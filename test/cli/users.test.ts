@@ -152,8 +152,18 @@ for (const kind of dbKinds()) {
       assert.match(link.err, /is disabled/);
       const on = await g.gatehouse('users', 'enable', 'ada@example.com');
       assert.equal(on.code, 0, on.err);
-      await g.withService(async (_ctx, app) => {
+      await g.withService(async (ctx, app) => {
         assert.equal((await login(app, 'ada@example.com')).statusCode, 200);
+        // The commands run the admin API's code: the same events, credited to the command line.
+        const { rows } = await ctx.db.query<{ type: string; details: { by: unknown } }>(
+          'test-feed',
+          `SELECT e.type, e.details FROM auth.security_events e JOIN auth.accounts a ON a.id = e.account_id
+            WHERE a.email = 'ada@example.com' AND e.type LIKE 'admin_%' ORDER BY e.created_at, e.type`,
+        );
+        const types = rows.map((r) => r.type);
+        for (const t of ['admin_account_disabled', 'admin_account_enabled'])
+          assert.ok(types.includes(t), `${t} in ${types.join(', ')}`);
+        for (const r of rows) assert.deepEqual(r.details.by, { via: 'cli' });
       });
     });
 

@@ -128,6 +128,11 @@ describe('console pages outside production', () => {
       changeEmail: true,
       verifyEmails: false,
       mfa: true,
+      passkeys: true,
+      emails: true,
+      // No admin secret and no ADMIN_ROLE here: the admin pages have nothing to sign in with.
+      adminRole: null,
+      adminSecret: false,
       outbox: true,
     });
   });
@@ -149,6 +154,7 @@ describe('console pages outside production', () => {
     assert.deepEqual(row(flows, 'Deleting one’s own account'), [false, 'ALLOW_USER_SELF_DELETE=true', []]);
     assert.deepEqual(row(flows, 'Anonymous sign-in'), [false, 'ANONYMOUS_USERS_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Two-factor sign-in (TOTP)'), [true, 'MFA_ENABLED=true', []]);
+    assert.deepEqual(row(flows, 'Passkeys'), [true, 'WEBAUTHN_ENABLED=true', []]);
     assert.deepEqual(row(flows, 'Emails'), [true, 'EMAILS_ENABLED=true', []]);
     assert.deepEqual(row(providers, 'GitHub'), [
       false,

@@ -4,23 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { pruneSecurityFeed } from '../../src/events/feed.ts';
 import { recordEvent } from '../../src/events/record.ts';
-import { bearer, HS, login, signUp } from '../auth/helpers.ts';
+import { HS, login, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
-
-export interface FeedEvent {
-  id: string;
-  type: string;
-  created_at: string;
-  ip: string | null;
-  user_agent: string | null;
-  session_id: string | null;
-  details: Record<string, unknown>;
-}
-
-export const feed = (t: TestApp, jwt: string, query = '') =>
-  t.app.inject({ method: 'GET', url: `/auth/security-events${query}`, headers: bearer(jwt) });
+import { accountIdOf, type FeedEvent, feed } from './helpers.ts';
 
 for (const kind of dbKinds()) {
   describe(`GET /auth/security-events [${kind}]`, () => {
@@ -105,6 +94,27 @@ for (const kind of dbKinds()) {
       assert.equal((await feed(t, a.jwt, '?limit=100')).statusCode, 200);
     });
 
+    it('forgets events older than SECURITY_EVENTS_RETENTION_DAYS and keeps the younger ones', async () => {
+      const a = await signUp(t);
+      const accountId = await accountIdOf(t, a.userId);
+      await recordEvent(t.ctx, t.ctx.db, { type: 'mfa_enabled', accountId, details: {} });
+      t.clock.advance(60 * 86_400_000);
+      await recordEvent(t.ctx, t.ctx.db, { type: 'mfa_disabled', accountId, details: {} });
+      t.clock.advance(31 * 86_400_000);
+      assert.equal(t.config.SECURITY_EVENTS_RETENTION_DAYS, 90);
+      const pruned = await pruneSecurityFeed(t.ctx.db, t.clock, t.config.SECURITY_EVENTS_RETENTION_DAYS);
+      assert.ok(pruned >= 2, `pruned ${pruned}`);
+      const { rows } = await t.ctx.db.query<{ type: string }>(
+        'test',
+        'SELECT type FROM auth.security_events WHERE account_id = $1',
+        [accountId],
+      );
+      assert.deepEqual(
+        rows.map((r) => r.type),
+        ['mfa_disabled'],
+      );
+    });
+
     it('never shows another account’s events, not even through its event id as a cursor (400)', async () => {
       const victim = await signUp(t);
       await login(t, { email: victim.email, password: 'wrong password!!' });
@@ -128,14 +138,4 @@ for (const kind of dbKinds()) {
       assert.ok(!res.body.includes(theirs[0]?.id ?? 'x'));
     });
   });
-}
-
-export async function accountIdOf(t: TestApp, userId: string): Promise<string> {
-  const { rows } = await t.ctx.db.query<{ id: string }>(
-    'test-account-of',
-    'SELECT id FROM auth.accounts WHERE user_id = $1',
-    [userId],
-  );
-  assert.ok(rows[0]);
-  return rows[0].id;
 }

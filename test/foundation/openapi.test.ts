@@ -30,6 +30,7 @@ describe('GET /openapi.json', () => {
         CHANGE_EMAIL_ENABLED: true,
         LOST_PASSWORD_ENABLED: true,
         MAGIC_LINK_ENABLED: true,
+        EMAIL_OTP_ENABLED: true,
         ANONYMOUS_USERS_ENABLED: true,
         ALLOW_USER_SELF_DELETE: true,
         USER_IMPERSONATION_ENABLED: true,

@@ -52,7 +52,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
   });
   after(() => new Promise<void>((r) => server.close(() => r())));
 
-  it('posts to /v1/query with the admin secret: 9 tables, then their relationships and the feed permission', async () => {
+  it('posts to /v1/query with the admin secret: 10 tables (storage.files too), then their relationships and the feed permission', async () => {
     const result = await applyHasuraMetadata(
       { endpoint: `${base}/v1/graphql`, adminSecret: 'the-secret' },
       log,
@@ -71,9 +71,10 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       'auth.roles',
       'auth.security_events',
       'public.users',
+      'storage.files',
     ]);
     const firstRelationship = received.findIndex((r) => r.body.type !== 'track_table');
-    assert.equal(firstRelationship, 9, 'every table is tracked before any relationship');
+    assert.equal(firstRelationship, 10, 'every table is tracked before any relationship');
     const rel = (name: string, schema: string, table: string) =>
       received.find((r) => {
         const t = r.body.args.table as { schema: string; name: string } | undefined;
@@ -103,8 +104,20 @@ describe('Hasura metadata at start (contract 10.4)', () => {
         },
       },
     });
-    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 9);
-    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 7);
+    // A file's uploader, and a user's files.
+    assert.deepEqual(rel('owner', 'storage', 'files')?.args.using, { foreign_key_constraint_on: 'owner_id' });
+    assert.deepEqual(rel('files', 'public', 'users'), {
+      type: 'create_array_relationship',
+      args: {
+        table: { schema: 'public', name: 'users' },
+        name: 'files',
+        using: {
+          foreign_key_constraint_on: { table: { schema: 'storage', name: 'files' }, column: 'owner_id' },
+        },
+      },
+    });
+    assert.equal(received.filter((r) => r.body.type === 'create_object_relationship').length, 10);
+    assert.equal(received.filter((r) => r.body.type === 'create_array_relationship').length, 8);
     // The security feed: a user reads their own account's events only.
     assert.deepEqual(received.at(-1)?.body, {
       type: 'create_select_permission',
@@ -130,7 +143,7 @@ describe('Hasura metadata at start (contract 10.4)', () => {
       { endpoint: `http://127.0.0.1:${port}/v1/graphql`, adminSecret: '' },
       log,
     );
-    assert.deepEqual(result, { accepted: 0, failed: 26 });
+    assert.deepEqual(result, { accepted: 0, failed: 29 });
     const before = received.length;
     await applyHasuraMetadata({ endpoint: `${base}/v1/graphql`, adminSecret: '' }, log);
     assert.ok(received.slice(before).every((r) => r.secret === undefined));
@@ -161,7 +174,7 @@ describe('the service process with HASURA_ENDPOINT', () => {
       const body = await readJson(req);
       calls.push(`${req.url} ${req.headers['x-hasura-admin-secret']} ${body.type}`);
       res.writeHead(200).end('{"message":"success"}');
-      if (calls.length === 26) done();
+      if (calls.length === 29) done();
     });
     await new Promise<void>((r) => engine.listen(0, '127.0.0.1', r));
     const port = (engine.address() as AddressInfo).port;
@@ -175,8 +188,8 @@ describe('the service process with HASURA_ENDPOINT', () => {
     });
     await running.listening;
     await allCalls;
-    assert.equal(calls.length, 26);
+    assert.equal(calls.length, 29);
     assert.ok(calls.every((c) => c.startsWith('/v1/query engine-secret ')));
-    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 9);
+    assert.equal(calls.filter((c) => c.endsWith(' track_table')).length, 10);
   });
 });

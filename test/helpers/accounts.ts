@@ -7,6 +7,7 @@
 import { insertAccount } from '../../src/auth/accounts-store.ts';
 import { permissionVariables, signAccessToken } from '../../src/auth/jwt.ts';
 import { issueSession } from '../../src/auth/sessions.ts';
+import { authDeps } from '../../src/context.ts';
 import type { TestApp } from './app.ts';
 
 /** The HS256 key of the suites that need a known shared secret (32 bytes and more, as production wants). */
@@ -58,6 +59,6 @@ export async function accessToken(t: TestApp, userId: string, roles = ['user']):
 
 /** A signed-in caller: a session of the account, its access and refresh tokens. */
 export async function signIn(t: TestApp, accountId: string): Promise<{ jwt: string; refresh: string }> {
-  const s = await issueSession(t.ctx, accountId);
+  const s = await issueSession(authDeps(t.ctx), accountId);
   return { jwt: s.access.token, refresh: s.refreshToken };
 }

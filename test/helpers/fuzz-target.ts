@@ -84,6 +84,7 @@ export const SETUPS: Record<'open' | 'limited', (peers: Peers) => Settings> = {
     VERIFY_EMAILS: false,
     LOST_PASSWORD_ENABLED: true,
     MAGIC_LINK_ENABLED: true,
+    EMAIL_OTP_ENABLED: true,
     ANONYMOUS_USERS_ENABLED: true,
     ALLOW_USER_SELF_DELETE: true,
     USER_IMPERSONATION_ENABLED: true,

@@ -75,11 +75,8 @@ export async function provenAccount(
   password = 'correct horse battery',
 ): Promise<{ email: string; password: string; jwt: string; userId: string }> {
   const { createUser } = await import('../../src/auth/operator.ts');
-  const { userId } = await createUser(t.ctx, {
-    email,
-    passwordHash: await t.ctx.passwords.hash(password),
-    active: true,
-  });
+  const { authDeps } = await import('../../src/context.ts');
+  const { userId } = await createUser(authDeps(t.ctx), { email, password, active: true });
   const res = await t.app.inject({
     method: 'POST',
     url: '/auth/login',

@@ -365,6 +365,12 @@ for (const kind of dbKinds()) {
           (await linksOf(t, me.userId)).map((l) => l.auth_provider_unique_id),
           [`${peer.issuer}#${p.sub}`],
         );
+        // The owner's security feed says a provider was linked (never which identity, nor a token).
+        const linked = await feedOf(t, me.jwt, 'provider_linked');
+        assert.deepEqual(
+          linked.map((e) => e.details),
+          [{ provider: 'oidc' }],
+        );
         // Signing in with it later reaches the same account.
         peer.signInAs(p);
         const again = await sessionOf(t, refreshTokenOf(await new Browser(t.app, SERVICE).go(START)));
@@ -449,6 +455,14 @@ for (const kind of dbKinds()) {
         assert.deepEqual(
           (await linksOf(t, s.user.id)).map((l) => l.auth_provider),
           ['google'],
+        );
+        assert.deepEqual(
+          (await feedOf(t, s.jwt_token, 'provider_unlinked')).map((e) => e.details),
+          [{ provider: 'oidc' }],
+        );
+        assert.deepEqual(
+          (await feedOf(t, s.jwt_token, 'provider_linked')).map((e) => e.details),
+          [{ provider: 'google' }],
         );
         const gone = await unlink('oidc');
         assert.equal(gone.statusCode, 404);
@@ -592,3 +606,18 @@ describe('OpenID Connect provider outages', () => {
     }
   });
 });
+
+/** The caller's security events of one type, newest first (GET /auth/security-events). */
+async function feedOf(
+  t: TestApp,
+  jwt: string,
+  type: string,
+): Promise<{ type: string; details: Record<string, unknown> }[]> {
+  const res = await t.app.inject({
+    method: 'GET',
+    url: '/auth/security-events?limit=100',
+    headers: { authorization: `Bearer ${jwt}` },
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { type: string; details: Record<string, unknown> }[]).filter((e) => e.type === type);
+}

@@ -250,6 +250,21 @@ for (const kind of dbKinds()) {
         headers: { authorization: `Bearer ${attackerJwt}` },
       });
       assert.equal(reading.statusCode, 401, 'and its access token at once');
+      // The owner's security feed says what went, and why.
+      const { rows } = await t.ctx.db.query<{ type: string; details: unknown }>(
+        'test-feed',
+        `SELECT e.type, e.details FROM auth.security_events e JOIN auth.accounts a ON a.id = e.account_id
+          WHERE a.user_id = $1 AND e.type IN ('provider_unlinked', 'session_ended')`,
+        [attacker.userId],
+      );
+      const details = (r: { details: unknown }) =>
+        (typeof r.details === 'string' ? JSON.parse(r.details) : r.details) as Record<string, unknown>;
+      assert.equal(rows.filter((r) => r.type === 'provider_unlinked').length, 1);
+      const ended = rows.filter((r) => r.type === 'session_ended').map(details);
+      assert.deepEqual(
+        ended.map((d) => d.reason),
+        ['address_proven'],
+      );
     });
 
     it('an address proven once keeps its password and provider link through later resets and magic links', async () => {

@@ -8,9 +8,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeJwt } from 'jose';
 import { disableUser, findAccount, resetLink, signOutUser } from '../../src/auth/operator.ts';
+import { authDeps } from '../../src/context.ts';
 import { bearer, HS, login, newEmail, type Signed, signUp } from '../auth/helpers.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { dbKinds } from '../helpers/db.ts';
+import { authenticatorCode } from '../mfa/helpers.ts';
 
 /** Statuses of a signed-in auth route and a storage route for `jwt`. */
 async function statuses(t: TestApp, jwt: string, userId: string): Promise<[number, number]> {
@@ -152,11 +154,30 @@ for (const kind of dbKinds()) {
       await stillWorks(t, b.jwt, a.userId);
     });
 
+    it("turning MFA off ends the other sessions at once and keeps the caller's", async () => {
+      const { a, b } = await twoSessions();
+      const post = (url: string, payload: Record<string, unknown>) =>
+        t.app.inject({ method: 'POST', url, payload, headers: bearer(b.jwt) });
+      const gen = await post('/auth/mfa/generate', {});
+      assert.equal(gen.statusCode, 200, gen.body);
+      const secret = gen.json().otp_secret as string;
+      const now = () => t.clock.now().getTime();
+      assert.equal(
+        (await post('/auth/mfa/enable', { code: authenticatorCode(secret, now()) })).statusCode,
+        204,
+      );
+      t.clock.advance(30_000);
+      const off = await post('/auth/mfa/disable', { code: authenticatorCode(secret, now()) });
+      assert.equal(off.statusCode, 204, off.body);
+      await refusedWithinOneSecond(t, a.jwt, a.userId);
+      await stillWorks(t, b.jwt, a.userId);
+    });
+
     it('a password reset refuses the access tokens of every session of the account', async () => {
       const { a, b } = await twoSessions();
       const other = await signUp(t);
       const account = await findAccount(t.ctx.db, a.email);
-      const { link } = await resetLink(t.ctx, account);
+      const { link } = await resetLink(authDeps(t.ctx), account);
       const ticket = new URL(link).searchParams.get('ticket');
       const res = await t.app.inject({
         method: 'POST',

@@ -14,6 +14,8 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appHome, appLink } from '../../mail/links.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import {
@@ -29,7 +31,7 @@ import {
 } from '../accounts-store.ts';
 import type { MailingDeps } from '../deps.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
-import { endAllSessions, type OwnSignIn, ownFamily } from '../sessions.ts';
+import { endAllSessions, endedBy, type OwnSignIn, ownFamily } from '../sessions.ts';
 import { consumeTicket, issueTicket, retireTickets } from '../tickets-store.ts';
 
 const sameAddress = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
@@ -112,7 +114,14 @@ export async function changeEmailDirectly(
     await setEmail(tx, account.id, input.newEmail);
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
-    await endAllSessions(deps, account.id, keep, tx);
+    await recordEvent(deps, tx, {
+      type: 'email_changed',
+      accountId: account.id,
+      sessionId: keep ?? null,
+      client: input.own?.client ?? null,
+      details: { confirmed: false },
+    });
+    await endAllSessions(deps, account.id, keep, tx, endedBy('email_changed', input.own));
     if (noticesOn(deps) && oldEmail) await notifyOldAddress(deps, tx, account, oldEmail, input.newEmail);
   });
 }
@@ -176,7 +185,11 @@ export async function requestEmailChange(
  * meanwhile is refused with 400 and the ticket stays unused. Every session of the account but the one
  * that asked for the change ends, and NOTIFY_EMAIL_CHANGE tells the old address.
  */
-export async function confirmEmailChange(deps: MailingDeps, ticket: string): Promise<void> {
+export async function confirmEmailChange(
+  deps: MailingDeps,
+  ticket: string,
+  client?: EventClient,
+): Promise<void> {
   const now = deps.clock.now();
   await deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, now, ticket, 'email-change');
@@ -190,8 +203,17 @@ export async function confirmEmailChange(deps: MailingDeps, ticket: string): Pro
     await setEmail(tx, account.id, newEmail, { by: 'email-change', at: now });
     // Links already mailed to the old address (a reset, a magic link) must not outlive the change.
     await retireTickets(tx, now, account.id);
-    const keep = used.payload.keep_family;
-    await endAllSessions(deps, account.id, typeof keep === 'string' ? keep : undefined, tx);
+    const keep = typeof used.payload.keep_family === 'string' ? used.payload.keep_family : undefined;
+    // The session kept is the one that asked; the client is the one that followed the link.
+    const by = { reason: 'email_changed', sessionId: keep ?? null, client: client ?? null } as const;
+    await recordEvent(deps, tx, {
+      type: 'email_changed',
+      accountId: account.id,
+      sessionId: by.sessionId,
+      client: by.client,
+      details: { confirmed: true },
+    });
+    await endAllSessions(deps, account.id, keep, tx, by);
     const oldEmail = account.email;
     if (noticesOn(deps) && oldEmail) await notifyOldAddress(deps, tx, account, oldEmail, newEmail);
   });

@@ -6,6 +6,8 @@
  */
 
 import type { Queryable } from '../../db/database.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appHome, serviceLink } from '../../mail/links.ts';
 import {
   accountLocale,
@@ -16,6 +18,7 @@ import {
 } from '../accounts-store.ts';
 import type { AuthDeps, SessionDeps } from '../deps.ts';
 import { deleteAccountLinks } from '../oauth/links-store.ts';
+import { deleteAccountPasskeys } from '../passkeys/passkeys-store.ts';
 import { endAllSessions } from '../sessions.ts';
 import { type ConsumedTicket, issueTicket } from '../tickets-store.ts';
 
@@ -43,7 +46,7 @@ export async function proveMailedAddress(
  * Until then the account was whoever typed the address in (a registration with auto-activation, a
  * direct email change): they may hold its password, sessions and provider links, and would keep their
  * way into what the real owner does next. So the ways in that do not come from the mailbox end here:
- * every session, every provider link and, for a magic link, the password (a reset replaces it anyway).
+ * every session, every provider link, every passkey and, for a magic link, the password (a reset replaces it anyway).
  * The second factor stays: alone it lets nobody in, and removing it would let a mailbox alone undo it on
  * the accounts moved from HBP, whose addresses carry no proof.
  */
@@ -51,11 +54,23 @@ export async function handOverToMailbox(
   deps: SessionDeps,
   tx: Queryable,
   accountId: string,
-  by: 'magic-link' | 'password-reset',
+  by: 'magic-link' | 'password-reset' | 'email-otp',
+  client?: EventClient,
 ): Promise<void> {
-  await deleteAccountLinks(tx, accountId);
-  if (by === 'magic-link') await clearPasswordHash(tx, accountId);
-  await endAllSessions(deps, accountId, undefined, tx);
+  // The owner's feed says what went (providers unlinked, sessions ended), from the link's follower.
+  for (const provider of await deleteAccountLinks(tx, accountId))
+    await recordEvent(deps, tx, {
+      type: 'provider_unlinked',
+      accountId,
+      client: client ?? null,
+      details: { provider },
+    });
+  await deleteAccountPasskeys(tx, accountId);
+  // An emailed code lets its typist in without the password, as a magic link does; a reset replaces it.
+  if (by !== 'password-reset') await clearPasswordHash(tx, accountId);
+  // A reset ends every session anyway: the feed gives that as the reason.
+  const reason = by === 'password-reset' ? 'password_reset' : 'address_proven';
+  await endAllSessions(deps, accountId, undefined, tx, { reason, client: client ?? null });
 }
 
 export interface ActivationInput {
@@ -77,13 +92,14 @@ export interface ActivationInput {
 /**
  * Issues an 'activation' ticket and emails the link `GET /auth/activate?ticket=…` (header X-Ticket).
  * With EMAILS_ENABLED=false nothing is issued: the account waits for an operator to activate it.
+ * Returns the link emailed, if any.
  */
 export async function issueActivation(
   deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
   tx: Queryable,
   input: ActivationInput,
-): Promise<void> {
-  if (!deps.mailer.sends) return;
+): Promise<{ link: string; expiresAt: Date } | undefined> {
+  if (!deps.mailer.sends) return undefined;
   const payload: Record<string, unknown> = { sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
@@ -109,6 +125,7 @@ export async function issueActivation(
     headers: { 'X-Ticket': ticket },
     expiresAt,
   });
+  return { link, expiresAt };
 }
 
 /**
@@ -154,12 +171,15 @@ export interface MagicLinkInput {
   keepEarlier?: boolean;
 }
 
-/** Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token). */
+/**
+ * Issues a 'magic-link' ticket and emails `GET /auth/magic-link?action=…&token=…` (header X-Token);
+ * returns the link emailed.
+ */
 export async function issueMagicLink(
   deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
   tx: Queryable,
   input: MagicLinkInput,
-): Promise<void> {
+): Promise<{ link: string; expiresAt: Date }> {
   const payload: Record<string, unknown> = { action: input.action, sent_to: input.email };
   if (input.redirectTo) payload.redirect_to = input.redirectTo;
   if (input.attemptId) payload.attempt_id = input.attemptId;
@@ -188,4 +208,5 @@ export async function issueMagicLink(
     headers: { 'X-Token': token },
     expiresAt,
   });
+  return { link, expiresAt };
 }

@@ -7,6 +7,7 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import type { EventClient } from '../../events/types.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import { findAccountByEmail, findAccountById, loadProfile } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
@@ -65,7 +66,7 @@ export async function magicLoginStep(
  */
 export async function followMagicLink(
   deps: AuthDeps,
-  input: { token: string; action: MagicAction },
+  input: { token: string; action: MagicAction; client?: EventClient },
 ): Promise<LinkOutcome | undefined> {
   const now = deps.clock.now();
   return deps.db.transaction(async (tx) => {
@@ -78,7 +79,7 @@ export async function followMagicLink(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) return undefined;
     if (input.action === 'log-in' && (await proveMailedAddress(deps, tx, used, 'magic-link')))
-      await handOverToMailbox(deps, tx, account.id, 'magic-link');
+      await handOverToMailbox(deps, tx, account.id, 'magic-link', input.client);
     if (account.mfa_enabled) {
       const { ticket } = await issueTicket(tx, deps.config, now, {
         accountId: account.id,
@@ -89,7 +90,11 @@ export async function followMagicLink(
     }
     return {
       kind: 'session',
-      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link' }),
+      session: await issueSession(deps, used.accountId, {
+        db: tx,
+        method: 'magic-link',
+        client: input.client,
+      }),
       redirectTo,
     };
   });

@@ -23,6 +23,9 @@
 import { secretsEqual } from '../../constant-time.ts';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
+import { userCreated } from '../../webhooks/webhooks.ts';
 import { assertEmailDomain, callerAccount } from '../accounts.ts';
 import { type AccountRow, findAccountById, insertAccount, lockAccountByEmail } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
@@ -46,9 +49,10 @@ import {
   insertProviderRequest,
   type ProviderRequest,
 } from '../oauth/requests-store.ts';
+import { countPasskeys } from '../passkeys/passkeys-store.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
 import { sha256Hex } from '../secrets.ts';
-import { issueSession, type Session } from '../sessions.ts';
+import { issueSession, type OwnSignIn, type Session } from '../sessions.ts';
 import { issueTicket } from '../tickets-store.ts';
 import { chooseRoles, completeRegistration } from './registration.ts';
 
@@ -143,7 +147,12 @@ async function claimRequest(
  */
 export async function finishProviderSignIn(
   deps: OAuthDeps,
-  input: { provider: Provider; params: Record<string, string>; binding: string | undefined },
+  input: {
+    provider: Provider;
+    params: Record<string, string>;
+    binding: string | undefined;
+    client?: EventClient;
+  },
 ): Promise<ProviderOutcome> {
   const { provider, params } = input;
   // Used up first, whatever the provider says next: a callback is good for one try.
@@ -160,6 +169,14 @@ export async function finishProviderSignIn(
   return deps.db.transaction(async (tx) => {
     const account = await resolveAccount(deps, tx, provider, identity.profile, request.linkAccountId);
     await keepTokens(deps, tx, account.linkId, identity.tokens);
+    const client = input.client ?? null;
+    if (account.linked)
+      await recordEvent(deps, tx, {
+        type: 'provider_linked',
+        accountId: account.row.id,
+        client,
+        details: { provider: provider.name },
+      });
     if (account.row.mfa_enabled) {
       // The provider stands for the password, not the second factor.
       const { ticket } = await issueTicket(tx, deps.config, deps.clock.now(), {
@@ -172,7 +189,11 @@ export async function finishProviderSignIn(
     // A new session family signed in now: a fresh sign-in for SENSITIVE_ACTION_WINDOW (auth_time).
     return {
       kind: 'session',
-      session: await issueSession(deps, account.row.id, { db: tx, method: `oauth:${provider.name}` }),
+      session: await issueSession(deps, account.row.id, {
+        db: tx,
+        method: `oauth:${provider.name}`,
+        client: input.client,
+      }),
       ...common,
     };
   });
@@ -184,14 +205,17 @@ function linkConflict(conflict: LinkConflict): AppError {
   );
 }
 
-/** The account an identity signs in (linking or creating it as the module comment says). */
+/**
+ * The account an identity signs in (linking or creating it as the module comment says); `linked` when
+ * the identity was just linked to an account that existed before (the owner's feed says so).
+ */
 async function resolveAccount(
   deps: OAuthDeps,
   tx: Queryable,
   provider: Provider,
   profile: ProviderProfile,
   linkAccountId: string | null,
-): Promise<{ row: AccountRow; linkId: string }> {
+): Promise<{ row: AccountRow; linkId: string; linked: boolean }> {
   const subject = subjectOf(provider, profile);
   const linked = await findAccountByIdentity(tx, provider.name, subject);
   if (linkAccountId !== null) {
@@ -204,12 +228,12 @@ async function resolveAccount(
     }
     const row = await findAccountById(tx, linkAccountId);
     if (!row?.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
-    return { row, linkId };
+    return { row, linkId, linked: !linked };
   }
   if (linked) {
     if (!linked.active) throw new AppError('ACCOUNT_NOT_ACTIVATED');
     const { link_id, ...row } = linked;
-    return { row, linkId: link_id };
+    return { row, linkId: link_id, linked: false };
   }
   const existing = profile.email ? await lockAccountByEmail(tx, profile.email) : undefined;
   if (existing) {
@@ -231,7 +255,7 @@ async function resolveAccount(
         { accountId: existing.id, payload: {} },
         `provider:${provider.name}`,
       );
-    return { row: (await findAccountById(tx, existing.id)) as AccountRow, linkId: made.id };
+    return { row: (await findAccountById(tx, existing.id)) as AccountRow, linkId: made.id, linked: true };
   }
   const email = profile.email && profile.emailVerified ? profile.email : null;
   if (deps.config.ALLOWED_EMAIL_DOMAINS.length > 0) {
@@ -244,7 +268,7 @@ async function resolveAccount(
     display_name: profile.displayName ?? email ?? `${provider.name} user`,
   };
   if (profile.avatarUrl) userData.avatar_url = profile.avatarUrl;
-  const { accountId } = await insertAccount(tx, {
+  const { accountId, userId } = await insertAccount(tx, {
     email,
     passwordHash: null,
     active: true,
@@ -254,9 +278,10 @@ async function resolveAccount(
     userData,
     emailProof: email ? { by: `provider:${provider.name}`, at: deps.clock.now() } : undefined,
   });
+  await deps.webhooks.queue(tx, userCreated(userId, email, true, { provider: provider.name }));
   const made = await insertLink(tx, accountId, provider.name, subject);
   if ('conflict' in made) throw linkConflict(made.conflict);
-  return { row: (await findAccountById(tx, accountId)) as AccountRow, linkId: made.id };
+  return { row: (await findAccountById(tx, accountId)) as AccountRow, linkId: made.id, linked: false };
 }
 
 /** Seals the provider's tokens beside the link (PROVIDER_TOKENS_STORED), or forgets earlier ones. */
@@ -307,6 +332,7 @@ export async function unlinkProvider(
   userId: string,
   provider: string,
   reauth: Reauthentication,
+  own: OwnSignIn = {},
 ): Promise<void> {
   const account = await callerAccount(deps, userId);
   enabledProvider(deps, provider);
@@ -317,9 +343,21 @@ export async function unlinkProvider(
     const links = await accountLinks(tx, account.id);
     if (!links.some((l) => l.provider === provider)) throw new AppError('PROVIDER_NOT_LINKED');
     const magicLink = deps.config.MAGIC_LINK_ENABLED && account.email !== null;
-    if (account.password_hash === null && links.length < 2 && !magicLink)
+    if (
+      account.password_hash === null &&
+      links.length < 2 &&
+      !magicLink &&
+      (await countPasskeys(tx, account.id)) === 0
+    )
       throw new AppError('PROVIDER_LAST_SIGN_IN_METHOD');
     await deleteLink(tx, account.id, provider);
+    await recordEvent(deps, tx, {
+      type: 'provider_unlinked',
+      accountId: account.id,
+      sessionId: own.sessionId ?? null,
+      client: own.client ?? null,
+      details: { provider },
+    });
   });
 }
 

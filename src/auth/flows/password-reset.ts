@@ -7,6 +7,8 @@
 
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import { appLink } from '../../mail/links.ts';
 import type { DeferredInput } from '../../mail/port.ts';
 import {
@@ -38,9 +40,22 @@ export async function passwordResetStep(
 ): Promise<void> {
   const account = await findAccountByEmail(tx, input.email);
   if (!account?.active || account.disabled || !account.email) return;
+  await mailResetLink(deps, tx, { id: account.id, email: account.email }, input.redirectTo);
+}
+
+/**
+ * Emails a new reset link to the account's address (its earlier reset links stop working): the
+ * lost-password email, also sent by an operator (the admin API). Returns the link.
+ */
+export async function mailResetLink(
+  deps: Pick<AuthDeps, 'config' | 'clock' | 'mailer'>,
+  tx: Queryable,
+  account: { id: string; email: string },
+  redirectTo?: string,
+): Promise<{ link: string; expiresAt: Date }> {
   // The stored address, not the one typed (they differ at most in case; the stored one is the owner's).
   const email = account.email;
-  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, input.redirectTo, email);
+  const { ticket, link, expiresAt } = await issueResetLink(deps, tx, account.id, redirectTo, email);
   const profile = await loadProfile(tx, account.id);
   await deps.mailer.send(tx, {
     to: email,
@@ -56,6 +71,7 @@ export async function passwordResetStep(
     headers: { 'X-Ticket': ticket },
     expiresAt,
   });
+  return { link, expiresAt };
 }
 
 /**
@@ -81,7 +97,7 @@ export async function issueResetLink(
 /** POST /auth/change-password/change. */
 export async function resetPassword(
   deps: AuthDeps,
-  input: { ticket: string; newPassword: string },
+  input: { ticket: string; newPassword: string; client?: EventClient },
 ): Promise<void> {
   const now = deps.clock.now();
   // Checked before hashing, so a made-up ticket costs no argon2 work; used up below, atomically.
@@ -94,9 +110,11 @@ export async function resetPassword(
     const account = await findAccountById(tx, used.accountId);
     if (!account?.active) throw new AppError('INVALID_TICKET');
     await setPasswordHash(tx, account.id, hash);
+    const client = input.client ?? null;
     if (await proveMailedAddress(deps, tx, used, 'password-reset'))
-      await handOverToMailbox(deps, tx, account.id, 'password-reset');
+      await handOverToMailbox(deps, tx, account.id, 'password-reset', input.client);
     await retireTickets(tx, now, account.id);
-    await endAllSessions(deps, account.id, undefined, tx);
+    await recordEvent(deps, tx, { type: 'password_reset', accountId: account.id, client, details: {} });
+    await endAllSessions(deps, account.id, undefined, tx, { reason: 'password_reset', client });
   });
 }

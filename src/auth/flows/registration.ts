@@ -14,11 +14,19 @@
  *
  * Registration also answers the same for a new, a pending and an active address (status, body and
  * time: the password is hashed either way); the mailbox learns which it was by email.
+ *
+ * A sign-up with a passkey (passkeys/ceremonies.ts) follows the same rules with the passkey in place of
+ * the password: while the account waits, the passkey belongs to its attempt (auth.passkeys.attempt_id)
+ * and signs nothing in; activation gives the account the passkey of the link's attempt only when that
+ * link was alone, and drops every other passkey made before the proof.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import type { DeferredInput } from '../../mail/port.ts';
+import { userCreated } from '../../webhooks/webhooks.ts';
 import { assertEmailDomain } from '../accounts.ts';
 import {
   type AccountRow,
@@ -30,6 +38,7 @@ import {
   insertAccount,
   lockAccountByEmail,
   markEmailProven,
+  operatorMadeUntouched,
   type ProofMethod,
   probeUserRow,
   resettableUserColumns,
@@ -39,6 +48,7 @@ import {
 } from '../accounts-store.ts';
 import type { AuthDeps } from '../deps.ts';
 import { deactivateMfa } from '../mfa/mfa-store.ts';
+import { insertPasskey, settlePendingPasskeys } from '../passkeys/passkeys-store.ts';
 import { checkBreached } from '../passwords.ts';
 import {
   type AttemptRow,
@@ -70,9 +80,22 @@ export interface RegisterInput {
   redirectTo?: string;
   /** Language of the account's emails (EMAIL_TEMPLATES_DIR/<template>/<locale>/). */
   locale?: string;
+  /** The registering client (its first session's, with AUTO_ACTIVATE_NEW_USERS). */
+  client?: EventClient;
 }
 
 export type RegisterResult = { user: PublicUser; session?: Session };
+
+/** A verified passkey that a sign-up makes the account's only credential (passkeys/ceremonies.ts). */
+export interface SignupPasskey {
+  credentialId: string;
+  publicKey: Uint8Array;
+  counter: number;
+  transports: readonly string[];
+  backedUp: boolean;
+  userHandle: string;
+  name: string;
+}
 
 /** Picks and checks the roles of a new account (contract §4.1 step 5). */
 export function chooseRoles(
@@ -108,6 +131,117 @@ interface Plan {
   userData: Record<string, unknown>;
   locale?: string;
   redirectTo?: string;
+  /** A sign-up with a passkey: the passkey instead of a password (never both). */
+  passkey?: SignupPasskey;
+  /** The client registering (its session and events say where the sign-up came from). */
+  client?: EventClient;
+}
+
+/** What a passkey sign-up chose, checked when its options were asked for and kept with the challenge. */
+export interface PasskeySignupChoice {
+  email: string;
+  defaultRole: string;
+  roles: string[];
+  userData: Record<string, unknown>;
+  locale?: string;
+  redirectTo?: string;
+}
+
+/**
+ * The checks of POST /auth/register that a passkey sign-up makes before the browser creates its passkey
+ * (so nobody is left holding a passkey the service then refuses): the email domain, an address already
+ * taken when AUTO_ACTIVATE_NEW_USERS answers with tokens (without it, every address gets the same answer
+ * and the mailbox is told), the roles and the user fields. HIBP does not apply: there is no password.
+ */
+export async function choosePasskeySignup(
+  deps: AuthDeps,
+  input: RegisterInput,
+): Promise<PasskeySignupChoice> {
+  const c = deps.config;
+  assertEmailDomain(deps, input.email);
+  if (c.AUTO_ACTIVATE_NEW_USERS) {
+    const existing = await findAccountByEmail(deps.db, input.email);
+    if (existing) throw new AppError(existing.active ? 'ACCOUNT_EXISTS' : 'ACCOUNT_EXISTS_INACTIVE');
+  }
+  const { defaultRole, roles } = chooseRoles(deps, input.registerOptions);
+  const userData = { display_name: input.email, ...(input.userData ?? {}) };
+  // Rolled back: only whether the fields fit public.users (types, NOT NULL, CHECK) is learnt.
+  await deps.db.transaction((tx) => probeUserRow(tx, userData));
+  return {
+    email: input.email,
+    defaultRole,
+    roles,
+    userData,
+    locale: input.locale,
+    redirectTo: input.redirectTo,
+  };
+}
+
+/**
+ * The account of a passkey sign-up whose passkey has been verified, under the rules of register(): with
+ * AUTO_ACTIVATE_NEW_USERS an active account and a session; otherwise a pending account (or an attempt
+ * on one) whose passkey belongs to the attempt until its link, followed alone, activates the account
+ * (see the module comment), and `{user}` only, the same for a new, a pending and an active address.
+ */
+export async function registerWithPasskey(
+  deps: AuthDeps,
+  choice: PasskeySignupChoice,
+  passkey: SignupPasskey,
+  client?: EventClient,
+): Promise<RegisterResult> {
+  const plan: Plan = {
+    email: choice.email,
+    passwordless: false,
+    passwordHash: null,
+    defaultRole: choice.defaultRole,
+    roles: choice.roles,
+    userData: choice.userData,
+    locale: choice.locale,
+    redirectTo: choice.redirectTo,
+    passkey,
+    client,
+  };
+  if (deps.config.AUTO_ACTIVATE_NEW_USERS) return registerActive(deps, plan);
+  try {
+    return await registerPending(deps, plan, true);
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'ACCOUNT_EXISTS') return registerPending(deps, plan, true);
+    throw err;
+  }
+}
+
+/**
+ * Stores a sign-up's passkey: the account's (an event says it was added), or (`attemptId`) its attempt's
+ * until the activation, which is not yet the account's and tells its owner nothing.
+ */
+async function storeSignupPasskey(
+  deps: AuthDeps,
+  tx: Queryable,
+  accountId: string,
+  attemptId: string | null,
+  p: SignupPasskey,
+  client?: EventClient,
+): Promise<void> {
+  const stored = await insertPasskey(tx, {
+    id: randomUUID(),
+    accountId,
+    attemptId,
+    credentialId: p.credentialId,
+    publicKey: p.publicKey,
+    counter: p.counter,
+    transports: p.transports,
+    backedUp: p.backedUp,
+    userHandle: p.userHandle,
+    name: p.name,
+    createdAt: deps.clock.now(),
+  });
+  if (attemptId === null)
+    await recordEvent(deps, tx, {
+      type: 'passkey_added',
+      details: { passkey: stored.id, name: stored.name },
+      accountId,
+      client,
+    });
 }
 
 /**
@@ -144,6 +278,7 @@ export async function register(deps: AuthDeps, input: RegisterInput): Promise<Re
     userData: { display_name: input.email, ...(input.userData ?? {}) },
     locale: input.locale,
     redirectTo: input.redirectTo,
+    client: input.client,
   };
   if (c.AUTO_ACTIVATE_NEW_USERS && !passwordless) return registerActive(deps, plan);
   try {
@@ -171,7 +306,7 @@ function registrationUser(
 async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResult> {
   return deps.db.transaction(async (tx) => {
     await probeUserRow(tx, plan.userData);
-    const { accountId } = await insertAccount(tx, {
+    const { accountId, userId } = await insertAccount(tx, {
       email: plan.email,
       passwordHash: plan.passwordHash,
       active: true,
@@ -180,8 +315,14 @@ async function registerActive(deps: AuthDeps, plan: Plan): Promise<RegisterResul
       roles: plan.roles,
       userData: plan.userData,
     });
+    await deps.webhooks.queue(tx, userCreated(userId, plan.email, true));
     if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
-    const session = await issueSession(deps, accountId, { db: tx, method: 'password' });
+    if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey, plan.client);
+    const session = await issueSession(deps, accountId, {
+      db: tx,
+      method: plan.passkey ? 'passkey' : 'password',
+      client: plan.client,
+    });
     return { user: session.user, session };
   });
 }
@@ -213,8 +354,21 @@ async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Pr
         roles: sends ? pendingDefaults.roles : plan.roles,
         userData: plan.userData,
       });
-      if (sends) await addAttempt(deps, tx, { id: accountId, email: plan.email }, plan, fields.display_name);
-      else if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
+      await deps.webhooks.queue(tx, userCreated(userId, plan.email, false));
+      if (sends) {
+        const attemptId = await addAttempt(
+          deps,
+          tx,
+          { id: accountId, email: plan.email },
+          plan,
+          fields.display_name,
+        );
+        if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, attemptId, plan.passkey);
+      } else {
+        if (plan.locale) await setAccountLocale(tx, accountId, plan.locale);
+        // As its password would: the operator who activates the account activates the registrant's choice.
+        if (plan.passkey) await storeSignupPasskey(deps, tx, accountId, null, plan.passkey, plan.client);
+      }
       return { user: registrationUser(userId, plan.email, fields) };
     }
     // A taken address gets the answer of a new one, with an id that belongs to no account (a new random
@@ -224,7 +378,8 @@ async function registerPending(deps: AuthDeps, plan: Plan, uniform: boolean): Pr
       if (existing.active) {
         await sendAccountExists(deps, tx, { ...account, locale: plan.locale, redirectTo: plan.redirectTo });
       } else {
-        await addAttempt(deps, tx, account, plan, fields.display_name);
+        const attemptId = await addAttempt(deps, tx, account, plan, fields.display_name);
+        if (plan.passkey) await storeSignupPasskey(deps, tx, account.id, attemptId, plan.passkey);
       }
     }
     return { user: registrationUser(randomUUID(), plan.email, fields) };
@@ -247,7 +402,7 @@ async function addAttempt(
   account: { id: string; email: string },
   plan: Plan,
   displayName: string | null,
-): Promise<void> {
+): Promise<string> {
   const now = deps.clock.now();
   const purpose = plan.passwordless ? 'magic-link' : 'activation';
   await purgeStaleAttempts(tx, account.id, new Date(now.getTime() - longestLinkMs(deps)));
@@ -256,7 +411,7 @@ async function addAttempt(
   await insertAttempt(tx, {
     id: attemptId,
     accountId: account.id,
-    kind: plan.passwordless ? 'passwordless' : 'password',
+    kind: plan.passkey ? 'passkey' : plan.passwordless ? 'passwordless' : 'password',
     passwordHash: plan.passwordHash,
     defaultRole: plan.defaultRole,
     roles: plan.roles,
@@ -277,6 +432,7 @@ async function addAttempt(
   };
   if (plan.passwordless) await issueMagicLink(deps, tx, { ...link, action: 'register' });
   else await issueActivation(deps, tx, link);
+  return attemptId;
 }
 
 /**
@@ -336,6 +492,7 @@ export async function resendRegistration(
 export async function activateWithTicket(
   deps: AuthDeps,
   ticket: string,
+  client?: EventClient,
 ): Promise<{ session: Session; redirectTo?: string } | undefined> {
   return deps.db.transaction(async (tx) => {
     const used = await consumeTicket(tx, deps.clock.now(), ticket, 'activation');
@@ -343,7 +500,7 @@ export async function activateWithTicket(
     if (!(await completeRegistration(deps, tx, used, 'activation'))) return undefined;
     const redirectTo = typeof used.payload.redirect_to === 'string' ? used.payload.redirect_to : undefined;
     return {
-      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link' }),
+      session: await issueSession(deps, used.accountId, { db: tx, method: 'magic-link', client }),
       redirectTo,
     };
   });
@@ -369,13 +526,31 @@ export async function completeRegistration(
 ): Promise<boolean> {
   if (!(await activateAccount(tx, used.accountId))) return false;
   const account = (await findAccountById(tx, used.accountId)) as AccountRow;
+  await deps.webhooks.queue(tx, {
+    type: 'user.activated',
+    userId: account.user_id,
+    data: { email: account.email },
+  });
   const attemptId = used.payload.attempt_id;
   const attempt = typeof attemptId === 'string' ? await findAttempt(tx, account.id, attemptId) : undefined;
   const alone =
     attempt !== undefined &&
     attempt.kind !== 'resend' &&
     (await attemptsLiveSince(tx, account.id, attempt.created_at, attempt.id)) === 0;
-  await grantChoices(deps, tx, account, alone ? attempt : undefined);
+  // An account an operator made (and nobody has tried to register since) keeps what the operator set:
+  // there is no stranger's choice on it to drop. Otherwise the attempt's choices, or the defaults.
+  const chose = attempt !== undefined && attempt.kind !== 'resend';
+  if (chose || !(await operatorMadeUntouched(tx, account.id)))
+    await grantChoices(deps, tx, account, alone ? attempt : undefined);
+  // The passkey of the attempt whose link alone activated the account becomes its own; every other
+  // passkey the waiting account held goes (before the attempts, which would take theirs with them).
+  const adopted = await settlePendingPasskeys(tx, account.id, alone ? attempt.id : undefined);
+  if (adopted)
+    await recordEvent(deps, tx, {
+      type: 'passkey_added',
+      details: { passkey: adopted.id, name: adopted.name },
+      accountId: account.id,
+    });
   await deleteAttempts(tx, account.id);
   const now = deps.clock.now();
   await deactivateMfa(tx, account.id, now);

@@ -10,9 +10,18 @@
  */
 import type { Queryable } from '../../db/database.ts';
 import { AppError } from '../../errors.ts';
+import { recordEvent } from '../../events/record.ts';
+import type { EventClient } from '../../events/types.ts';
 import type { SessionDeps } from '../deps.ts';
 import { assertReauthenticated, type Reauthentication } from '../reauth.ts';
-import { endAllSessions, issueSession, type OwnSignIn, ownFamily, type Session } from '../sessions.ts';
+import {
+  endAllSessions,
+  endedBy,
+  issueSession,
+  type OwnSignIn,
+  ownFamily,
+  type Session,
+} from '../sessions.ts';
 import * as store from './mfa-store.ts';
 import { SecretBox, SecretBoxError } from './secret-box.ts';
 import { base32Decode, base32Encode, generateSecret, otpauthUri, verifyTotp } from './totp.ts';
@@ -121,6 +130,7 @@ export async function enableMfa(
   userId: string,
   code: string,
   reauth: Reauthentication,
+  own: OwnSignIn = {},
 ): Promise<void> {
   const account = await signedInAccount(deps, userId, reauth);
   if (account.mfaEnabled) throw new AppError('MFA_ALREADY_ENABLED');
@@ -133,6 +143,13 @@ export async function enableMfa(
     await acceptCode(deps, tx, account, secret, code);
     if (!(await store.activateMfa(tx, account.id, deps.box.seal(secret, account.id), deps.clock.now())))
       throw new AppError('MFA_ALREADY_ENABLED');
+    await recordEvent(deps, tx, {
+      type: 'mfa_enabled',
+      accountId: account.id,
+      sessionId: own.sessionId ?? null,
+      client: own.client ?? null,
+      details: {},
+    });
   });
 }
 
@@ -159,7 +176,14 @@ export async function disableMfa(
     const now = deps.clock.now();
     if (!(await store.deactivateMfa(tx, account.id, now))) throw new AppError('MFA_ALREADY_DISABLED');
     await store.retireMfaTickets(tx, account.id, now);
-    await endAllSessions(deps, account.id, keepFamily, tx);
+    await recordEvent(deps, tx, {
+      type: 'mfa_disabled',
+      accountId: account.id,
+      sessionId: keepFamily ?? null,
+      client: own.client ?? null,
+      details: {},
+    });
+    await endAllSessions(deps, account.id, keepFamily, tx, endedBy('mfa_changed', own));
   });
 }
 
@@ -168,7 +192,12 @@ export async function disableMfa(
  * up and opens a session, all in one transaction (a failure leaves the ticket and the code unused).
  * Unknown, expired, used or exhausted tickets give 401.
  */
-export async function completeMfaLogin(deps: MfaDeps, ticket: string, code: string): Promise<Session> {
+export async function completeMfaLogin(
+  deps: MfaDeps,
+  ticket: string,
+  code: string,
+  client?: EventClient,
+): Promise<Session> {
   const attempt = await store.countTicketAttempt(deps.db, ticket, deps.clock.now(), MFA_TICKET_MAX_ATTEMPTS);
   if (!attempt) throw new AppError('INVALID_TICKET');
   const account = await store.findMfaAccountById(deps.db, attempt.accountId);
@@ -178,11 +207,23 @@ export async function completeMfaLogin(deps: MfaDeps, ticket: string, code: stri
   if (!account.otpSecret) throw new AppError('OTP_SECRET_NOT_SET');
   const secret = openSecret(deps, account.otpSecret, account.id);
   await limitCodeAttempts(deps, account.id);
-  return deps.db.transaction(async (tx) => {
-    await acceptCode(deps, tx, account, secret, code);
-    if (!(await store.useTicket(tx, ticket, deps.clock.now()))) throw new AppError('INVALID_TICKET');
-    return issueSession(deps, account.id, { db: tx, method: 'mfa' });
-  });
+  try {
+    return await deps.db.transaction(async (tx) => {
+      await acceptCode(deps, tx, account, secret, code);
+      if (!(await store.useTicket(tx, ticket, deps.clock.now()))) throw new AppError('INVALID_TICKET');
+      return issueSession(deps, account.id, { db: tx, method: 'mfa', client });
+    });
+  } catch (err) {
+    // Whoever sends a wrong code knows the password: the owner should hear of it (one event a minute at most).
+    if (err instanceof AppError && err.code === 'INVALID_TOTP')
+      await recordEvent(deps, deps.db, {
+        type: 'sign_in_failed',
+        accountId: account.id,
+        client: client ?? null,
+        details: { reason: 'mfa_code' },
+      });
+    throw err;
+  }
 }
 
 /**

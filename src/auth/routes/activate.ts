@@ -10,6 +10,7 @@ import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { activateWithTicket } from '../flows/registration.ts';
 import { CookieFlag, Session, Ticket } from '../schemas.ts';
+import { requestClient } from './common.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 export const activateRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
@@ -32,7 +33,7 @@ export const activateRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asyn
     },
     async (request, reply) => {
       assertLinkTargetConfigured(deps);
-      const activated = await activateWithTicket(deps, request.query.ticket);
+      const activated = await activateWithTicket(deps, request.query.ticket, requestClient(request));
       if (!activated) return linkFailed(deps, reply, 'INVALID_TICKET');
       // 302 to redirect_to (from registration) or REDIRECT_URL_SUCCESS; with neither, the session as JSON.
       return linkSucceeded(deps, reply, { kind: 'session', ...activated }, request.query.cookie ?? true);

@@ -9,6 +9,7 @@ import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { confirmEmailChange } from '../flows/email-change.ts';
 import { NoContent, Ticket } from '../schemas.ts';
+import { requestClient } from './common.ts';
 
 const Body = Type.Object({ ticket: Ticket }, { additionalProperties: false });
 
@@ -27,7 +28,7 @@ export const changeEmailChangeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps 
       },
     },
     async (request, reply) => {
-      await confirmEmailChange(deps, request.body.ticket);
+      await confirmEmailChange(deps, request.body.ticket, requestClient(request));
       return reply.code(204).send(null);
     },
   );

@@ -9,6 +9,7 @@ import { errorResponses } from '../../errors.ts';
 import type { AuthDeps } from '../deps.ts';
 import { resetPassword } from '../flows/password-reset.ts';
 import { NoContent, Password, Ticket } from '../schemas.ts';
+import { requestClient } from './common.ts';
 
 export const changePasswordChangeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (
   app,
@@ -29,7 +30,11 @@ export const changePasswordChangeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDe
       },
     },
     async (request, reply) => {
-      await resetPassword(deps, { ticket: request.body.ticket, newPassword: request.body.new_password });
+      await resetPassword(deps, {
+        ticket: request.body.ticket,
+        newPassword: request.body.new_password,
+        client: requestClient(request),
+      });
       return reply.code(204).send(null);
     },
   );

@@ -12,12 +12,16 @@ import { changeEmailRequestRoute } from './change-email-request.ts';
 import { changePasswordChangeRoute } from './change-password-change.ts';
 import { changePasswordRequestRoute } from './change-password-request.ts';
 import { magicLinkRoute } from './magic-link.ts';
+import { emailOtpRoutes } from './otp-email.ts';
 
 export const emailRoutes: FastifyPluginAsync<{ deps: AuthDeps }> = async (app, opts) => {
   const c = opts.deps.config;
   // The mailer sends when EMAILS_ENABLED is on (mail/mailer.ts).
   const mail = opts.deps.mailer.sends ? [] : ['EMAILS_ENABLED=true'];
   await registerWhen(app, gate(c, { MAGIC_LINK_ENABLED: true }), (s) => s.register(magicLinkRoute, opts));
+  await registerWhen(app, gate(c, { EMAIL_OTP_ENABLED: true }, mail), (s) =>
+    s.register(emailOtpRoutes, opts),
+  );
   // Resending is for accounts waiting for their link: activation emails, or magic links.
   const resend = c.MAGIC_LINK_ENABLED ? gate(c, {}, mail) : gate(c, { AUTO_ACTIVATE_NEW_USERS: false }, mail);
   await registerWhen(app, resend, (s) => s.register(activateResendRoute, opts));

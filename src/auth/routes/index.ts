@@ -13,6 +13,7 @@ import type { AuthDeps } from '../deps.ts';
 import { mfaRoutes } from '../mfa/routes/index.ts';
 import type { SecretBox } from '../mfa/secret-box.ts';
 import type { ProviderRegistry } from '../oauth/registry.ts';
+import { passkeyRoutes } from '../passkeys/routes/index.ts';
 import { activateRoute } from './activate.ts';
 import { changeEmailRoute } from './change-email.ts';
 import { changePasswordRoute } from './change-password.ts';
@@ -69,6 +70,9 @@ export const authRoutes: FastifyPluginAsync<{
       deps: { ...deps, box: opts.mfaBox ?? notServed<SecretBox>('the MFA secret box') },
       prefix: '/mfa',
     }),
+  );
+  await registerWhen(app, gate(c, { WEBAUTHN_ENABLED: true }), (s) =>
+    s.register(passkeyRoutes, { deps, prefix: '/passkeys' }),
   );
   await app.register(emailRoutes, { deps });
   await app.register(providerRoutes, { deps, mfaBox: opts.mfaBox, registry: opts.providers });

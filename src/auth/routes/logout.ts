@@ -12,8 +12,8 @@ import type { AuthDeps } from '../deps.ts';
 import { tokenFacts } from '../jwt.ts';
 import { NoContent } from '../schemas.ts';
 import { clearSessionCookies } from '../session-response.ts';
-import { endAllSessions, endSession, endSessionById, sessionOf } from '../sessions.ts';
-import { bodyDefaultsToObject, presentedRefreshToken } from './common.ts';
+import { endAllSessions, endedBy, endSession, endSessionById, sessionOf } from '../sessions.ts';
+import { bodyDefaultsToObject, presentedRefreshToken, requestClient } from './common.ts';
 
 export const RefreshTokenQuery = Type.Object(
   { refresh_token: Type.Optional(Type.String({ maxLength: 512 })) },
@@ -37,6 +37,7 @@ export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
       preValidation: bodyDefaultsToObject,
     },
     async (request, reply) => {
+      const client = requestClient(request);
       const token = presentedRefreshToken(request, request.query);
       if (!token) {
         // No refresh token: the caller's access token names its session.
@@ -44,8 +45,10 @@ export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
         const sid = who && tokenFacts(who)?.sessionId;
         if (!who || sid === undefined) throw new AppError('INVALID_REFRESH_TOKEN');
         const account = await callerAccount(deps, who['user-id']);
-        if (request.body.all === true) await endAllSessions(deps, account.id);
-        else await endSessionById(deps, sid, account.id);
+        const own = { sessionId: sid, client };
+        if (request.body.all === true)
+          await endAllSessions(deps, account.id, undefined, deps.db, endedBy('sign_out_everywhere', own));
+        else await endSessionById(deps, sid, account.id, deps.db, endedBy('logout', own));
         return reply.code(204).send(null);
       }
       // Cookies belong to the sign-in they carry: a token given in the query leaves them alone (§4.3)
@@ -53,9 +56,17 @@ export const logoutRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async 
       if (token.cookieToo) clearSessionCookies(reply, deps.config);
       if (request.body.all === true) {
         const session = await sessionOf(deps, token.value);
-        if (session) await endAllSessions(deps, session.accountId);
+        const own = { sessionId: session?.familyId, client };
+        if (session)
+          await endAllSessions(
+            deps,
+            session.accountId,
+            undefined,
+            deps.db,
+            endedBy('sign_out_everywhere', own),
+          );
       } else {
-        await endSession(deps, token.value);
+        await endSession(deps, token.value, endedBy('logout', { client }));
       }
       return reply.code(204).send(null);
     },

@@ -11,6 +11,7 @@ import { signInEvent } from '../../metrics/events.ts';
 import type { AuthDeps } from '../deps.ts';
 import { followMagicLink } from '../flows/magic-link.ts';
 import { CookieFlag, Session } from '../schemas.ts';
+import { requestClient } from './common.ts';
 import { assertLinkTargetConfigured, linkFailed, linkSucceeded } from './link-response.ts';
 
 const Query = Type.Object(
@@ -42,7 +43,7 @@ export const magicLinkRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asy
     async (request, reply) => {
       const { token, action, cookie } = request.query;
       assertLinkTargetConfigured(deps);
-      const outcome = await followMagicLink(deps, { token, action });
+      const outcome = await followMagicLink(deps, { token, action, client: requestClient(request) });
       signInEvent(
         'magic_link',
         !outcome ? 'invalid_code' : outcome.kind === 'mfa' ? 'mfa_required' : 'success',

@@ -6,6 +6,7 @@
 
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../errors.ts';
 import { emailKey } from '../../http/counters.ts';
 import { type ConfiguredSchema, configuredSchema } from '../../http/schema.ts';
@@ -15,7 +16,7 @@ import { register } from '../flows/registration.ts';
 import { checkRedirect, RedirectTo } from '../redirects.ts';
 import { CookieFlag, Email, Password, Session, User } from '../schemas.ts';
 import { sendSession } from '../session-response.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { bodyDefaultsToObject, requestClient } from './common.ts';
 
 const Role = Type.String({ minLength: 1, maxLength: 100 });
 
@@ -28,7 +29,7 @@ const CustomValue = Type.Union([
   Type.Object({}, { additionalProperties: true }),
 ]);
 
-const RegisterOptions = Type.Object(
+export const RegisterOptions = Type.Object(
   {
     allowed_roles: Type.Optional(Type.Array(Role, { maxItems: 100 })),
     default_role: Type.Optional(Role),
@@ -49,6 +50,30 @@ const RegisterFields = Type.Object({
 });
 type RegisterBody = Static<typeof RegisterFields>;
 
+/** `user_data`: the public.users columns listed in REGISTRATION_CUSTOM_FIELDS (passkey sign-up too). */
+export function userDataSchema(deps: Pick<AuthDeps, 'config'>) {
+  return Type.Object(
+    Object.fromEntries(deps.config.REGISTRATION_CUSTOM_FIELDS.map((f) => [f, Type.Optional(CustomValue)])),
+    { additionalProperties: false, description: 'public.users columns listed in REGISTRATION_CUSTOM_FIELDS' },
+  );
+}
+
+/** The rate limits of a registration (POST /auth/register and the passkey sign-up), per address and email. */
+export async function registrationLimits(
+  app: Pick<FastifyInstance, 'limiter'>,
+  deps: Pick<AuthDeps, 'config'>,
+  ip: string,
+  email: string,
+): Promise<void> {
+  const c = deps.config;
+  await app.limiter.consume(`register:ip:${ip}`, c.RATE_LIMIT_REGISTER_MAX, c.RATE_LIMIT_REGISTER_WINDOW);
+  await app.limiter.consume(
+    `register:email:${emailKey(email)}`,
+    c.RATE_LIMIT_REGISTER_EMAIL_MAX,
+    c.RATE_LIMIT_REGISTER_EMAIL_WINDOW,
+  );
+}
+
 /**
  * The body this configuration accepts: the password policy, a password optional only with
  * MAGIC_LINK_ENABLED, and `user_data` limited to REGISTRATION_CUSTOM_FIELDS. Validated as built here;
@@ -56,10 +81,7 @@ type RegisterBody = Static<typeof RegisterFields>;
  */
 function bodySchema(deps: AuthDeps): ConfiguredSchema<RegisterBody> {
   const c = deps.config;
-  const userData = Type.Object(
-    Object.fromEntries(c.REGISTRATION_CUSTOM_FIELDS.map((f) => [f, Type.Optional(CustomValue)])),
-    { additionalProperties: false, description: 'public.users columns listed in REGISTRATION_CUSTOM_FIELDS' },
-  );
+  const userData = userDataSchema(deps);
   const schema = Type.Object(
     {
       email: Email,
@@ -95,17 +117,7 @@ export const registerRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asyn
       },
       preValidation: bodyDefaultsToObject,
       preHandler: async (request) => {
-        const { body } = request;
-        await app.limiter.consume(
-          `register:ip:${request.ip}`,
-          c.RATE_LIMIT_REGISTER_MAX,
-          c.RATE_LIMIT_REGISTER_WINDOW,
-        );
-        await app.limiter.consume(
-          `register:email:${emailKey(body.email)}`,
-          c.RATE_LIMIT_REGISTER_EMAIL_MAX,
-          c.RATE_LIMIT_REGISTER_EMAIL_WINDOW,
-        );
+        await registrationLimits(app, deps, request.ip, request.body.email);
       },
     },
     async (request, reply) => {
@@ -120,6 +132,7 @@ export const registerRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asyn
         registerOptions: body.register_options,
         redirectTo,
         locale: body.locale,
+        client: requestClient(request),
       });
       if (!result.session) return { user: result.user };
       return sendSession(reply, c, result.session, body.cookie ?? true, deps.clock.now());

@@ -13,7 +13,7 @@ import type { AuthDeps } from '../deps.ts';
 
 const Nullable = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
-const SecurityEvent = Type.Object({
+export const SecurityEvent = Type.Object({
   id: Type.String({ format: 'uuid', description: 'The event id (pass it as `before` for the next page).' }),
   type: Type.String({ description: `One of ${ACCOUNT_EVENT_TYPES.join(', ')}.` }),
   created_at: Type.String({ format: 'date-time' }),
@@ -22,7 +22,7 @@ const SecurityEvent = Type.Object({
   session_id: Nullable('The session it came from, or the one a sign-in began.'),
   details: Type.Record(Type.String(), Type.Unknown(), {
     description:
-      'By type: sign_in {method}, sign_in_failed {reason}, session_ended {reason, sessions}, email_changed {confirmed}, provider_linked/unlinked {provider}, account_disabled {by}.',
+      'By type: sign_in {method}, sign_in_failed {reason}, session_ended {reason, sessions}, email_changed {confirmed}, provider_linked/unlinked {provider}, account_disabled {by}, passkey_added/removed/clone_detected {passkey, name}; an operator\'s change (admin_*) names the credential in by: {via: "admin-secret" | "admin-role" (with user_id) | "cli"}.',
   }),
 });
 

@@ -12,6 +12,7 @@ import type { AuthDeps } from '../deps.ts';
 import { tokenFacts } from '../jwt.ts';
 import { NoContent } from '../schemas.ts';
 import { endOwnSession, listSessions } from '../sessions.ts';
+import { ownSignIn } from './common.ts';
 
 const Nullable = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
@@ -22,7 +23,7 @@ const SessionItem = Type.Object({
   last_active_at: Type.String({ format: 'date-time', description: 'The last sign-in or refresh.' }),
   expires_at: Type.String({ format: 'date-time', description: 'When its refresh token expires.' }),
   sign_in_method: Nullable(
-    'password, magic-link, mfa, oauth:<provider>, anonymous; null for a session older than this field.',
+    'password, magic-link, mfa, oauth:<provider>, passkey, anonymous; null for a session older than this field.',
   ),
   user_agent: Nullable('The User-Agent of the sign-in.'),
   ip: Nullable('The client address of the sign-in (as TRUST_PROXY lets the service see it).'),
@@ -60,7 +61,7 @@ export const sessionsRoutes: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = asy
     },
     async (request, reply) => {
       const account = await callerAccount(deps, request.user['user-id']);
-      await endOwnSession(deps, account.id, request.params.id);
+      await endOwnSession(deps, account.id, request.params.id, ownSignIn(request));
       return reply.code(204).send(null);
     },
   );

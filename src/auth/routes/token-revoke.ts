@@ -6,8 +6,8 @@ import { errorResponses } from '../../errors.ts';
 import { callerAccount } from '../accounts.ts';
 import type { AuthDeps } from '../deps.ts';
 import { NoContent } from '../schemas.ts';
-import { endAllSessions } from '../sessions.ts';
-import { bodyDefaultsToObject } from './common.ts';
+import { endAllSessions, endedBy } from '../sessions.ts';
+import { bodyDefaultsToObject, ownSignIn } from './common.ts';
 
 export const tokenRevokeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = async (app, { deps }) => {
   app.post(
@@ -24,7 +24,13 @@ export const tokenRevokeRoute: FastifyPluginAsyncTypebox<{ deps: AuthDeps }> = a
     async (request, reply) => {
       const who = request.user;
       const account = await callerAccount(deps, who['user-id']);
-      await endAllSessions(deps, account.id);
+      await endAllSessions(
+        deps,
+        account.id,
+        undefined,
+        deps.db,
+        endedBy('sign_out_everywhere', ownSignIn(request)),
+      );
       return reply.code(204).send(null);
     },
   );

@@ -1,30 +1,32 @@
 /**
  * `gatehouse users`: accounts, for an operator. Each subcommand opens the service's database (migrating
- * it as the service would) and calls the account code the routes use (auth/operator.ts).
+ * it as the service would) and calls the functions the admin API calls (auth/operator.ts).
  */
-import { listAccounts } from '../../auth/accounts-store.ts';
+import type { AccountListing } from '../../auth/accounts-store.ts';
 import {
   checkNewPassword,
   createUser,
   disableUser,
   enableUser,
   findAccount,
-  OperatorError,
+  listUsers,
   resetLink,
   setUserRoles,
   signOutUser,
   userSessions,
 } from '../../auth/operator.ts';
 import { Passwords } from '../../auth/passwords.ts';
+import { AppError } from '../../errors.ts';
+import { parseQuota, setUserQuota, storageUsage } from '../../storage/quotas.ts';
 import { type CliIO, type Command, configOf, parseOptions, subcommands, UsageError } from '../command.ts';
 import { withDatabase } from '../database.ts';
 
-/** Runs an operator action; its refusals are one line on stderr and exit 1. */
+/** Runs an operator action; its refusals (4xx errors of the catalogue) are one line on stderr and exit 1. */
 async function operate(io: CliIO, fn: () => Promise<number>): Promise<number> {
   try {
     return await fn();
   } catch (err) {
-    if (!(err instanceof OperatorError)) throw err;
+    if (!(err instanceof AppError) || err.statusCode >= 500) throw err;
     io.err(`${err.message}\n`);
     return 1;
   }
@@ -94,41 +96,53 @@ x-hasura-user-id of its tokens).
     const password = flags.has('password-stdin') ? readStdin(io) : values['password'];
     const config = configOf(io);
     return operate(io, async () => {
-      let passwordHash: string | null = null;
-      if (password !== undefined) {
-        await checkNewPassword({ config }, password);
-        const passwords = new Passwords(config);
-        try {
-          passwordHash = await passwords.hash(password);
-        } finally {
-          await passwords.close();
-        }
+      // Checked before the database is opened: a refused password leaves nothing behind.
+      if (password !== undefined) await checkNewPassword({ config }, password);
+      const passwords = password === undefined ? undefined : new Passwords(config);
+      try {
+        return await withDatabase(
+          config,
+          async (deps) => {
+            const made = await createUser(
+              { ...deps, passwords },
+              {
+                email,
+                password,
+                defaultRole: values['default-role'],
+                roles: roleList(values['roles'] ?? values['role']),
+                active: flags.has('active'),
+              },
+            );
+            io.out(`${made.userId}\n`);
+            io.err(
+              `created ${email} (roles ${made.roles.join(', ')}; default ${made.defaultRole})${
+                flags.has('active')
+                  ? ''
+                  : `; it waits for activation: gatehouse users enable ${email} lets it sign in`
+              }\n`,
+            );
+            return 0;
+          },
+          io,
+        );
+      } finally {
+        await passwords?.close();
       }
-      return withDatabase(
-        config,
-        async (deps) => {
-          const made = await createUser(deps, {
-            email,
-            passwordHash,
-            defaultRole: values['default-role'],
-            roles: roleList(values['roles'] ?? values['role']),
-            active: flags.has('active'),
-          });
-          io.out(`${made.userId}\n`);
-          io.err(
-            `created ${email} (roles ${made.roles.join(', ')}; default ${made.defaultRole})${
-              flags.has('active')
-                ? ''
-                : `; it waits for activation: gatehouse users enable ${email} lets it sign in`
-            }\n`,
-          );
-          return 0;
-        },
-        io,
-      );
     });
   },
 };
+
+/** Every account, oldest first, read a page at a time as the admin API pages them. */
+async function allAccounts(deps: Parameters<typeof listUsers>[0]): Promise<AccountListing[]> {
+  const out: AccountListing[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await listUsers(deps, { limit: 100, cursor });
+    out.push(...page.users);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor !== undefined);
+  return out;
+}
 
 const list = {
   summary: 'List the accounts',
@@ -141,8 +155,8 @@ display_name, active, disabled_at, anonymous, mfa, default_role, roles, created_
     const { flags } = parseOptions(args, { flags: ['json'] });
     return withDatabase(
       configOf(io),
-      async ({ db }) => {
-        const accounts = await listAccounts(db);
+      async (deps) => {
+        const accounts = await allAccounts(deps);
         if (flags.has('json')) {
           const out = accounts.map((a) => ({
             user_id: a.user_id,
@@ -233,7 +247,8 @@ const setRole = {
 
 Sets the default role (x-hasura-default-role) and, with --roles, the roles (x-hasura-allowed-roles);
 without --roles the account keeps its roles, plus ROLE when it lacks it. The roles must exist in
-auth.roles. Tokens already issued keep their claims until the next refresh.`,
+auth.roles. A role added reaches the account's tokens at their next refresh; taking a role away (or
+changing the default role) ends the account's sessions, so that no access token keeps a lost role.`,
   async run(args: string[], io: CliIO) {
     const valued = ['default-role', 'roles'];
     const { operands, options } = split(args, valued);
@@ -248,7 +263,9 @@ auth.roles. Tokens already issued keep their claims until the next refresh.`,
           const account = await findAccount(deps.db, ref);
           const set = await setUserRoles(deps, account, { defaultRole, roles: roleList(values['roles']) });
           io.err(
-            `${account.email ?? account.user_id}: default role ${set.defaultRole}, roles ${set.roles.join(', ')} (from the next refresh on)\n`,
+            `${account.email ?? account.user_id}: default role ${set.defaultRole}, roles ${set.roles.join(', ')} (${
+              set.sessionsEnded > 0 ? `${set.sessionsEnded} session(s) ended` : 'from the next refresh on'
+            })\n`,
           );
           return 0;
         },
@@ -348,6 +365,48 @@ every running instance within a second. The account can sign in again (gatehouse
   },
 };
 
+const setQuota = {
+  summary: "Set an account's storage quota (bytes, unlimited, or default)",
+  help: `Usage: gatehouse users set-quota <email|user id> <bytes|unlimited|default>
+
+Sets what the account may store in all (the sum of the sizes of the files it uploaded), overriding
+STORAGE_QUOTA_BYTES: a size (1073741824, 500MB, 10GiB; units of 1024), unlimited, or default (drop the
+override: STORAGE_QUOTA_BYTES applies again). Files already stored are kept when the new quota is lower;
+the account's next upload is refused with 413 until it is under its quota again. Prints the usage.`,
+  async run(args: string[], io: CliIO) {
+    const { operands, options } = split(args, []);
+    parseOptions(options, {});
+    if (operands.length !== 2)
+      throw new UsageError(
+        operands.length < 2 ? 'give the account and the quota' : `unexpected argument "${operands[2]}"`,
+      );
+    const [ref, raw] = operands as [string, string];
+    const quota = parseQuota(raw);
+    if (quota === undefined)
+      throw new UsageError(`"${raw}" is not a quota: give a size such as 10GiB, unlimited, or default`);
+    const config = configOf(io);
+    return operate(io, () =>
+      withDatabase(
+        config,
+        async ({ db }) => {
+          const account = await findAccount(db, ref);
+          await setUserQuota(db, account.user_id, quota);
+          const usage = await storageUsage({ db, config }, account.user_id);
+          const shown = (n: number | null) => (n === null ? 'unlimited' : `${n} bytes`);
+          io.out(`${JSON.stringify(usage)}\n`);
+          io.err(
+            `${account.email ?? account.user_id}: quota ${shown(usage.quota_bytes)}${
+              quota === 'default' ? ' (STORAGE_QUOTA_BYTES)' : ''
+            }; ${usage.used_bytes} bytes used in ${usage.files} file(s)\n`,
+          );
+          return 0;
+        },
+        io,
+      ),
+    );
+  },
+};
+
 const subs = {
   create,
   list,
@@ -357,11 +416,12 @@ const subs = {
   'reset-link': resetLinkCmd,
   sessions,
   'sign-out': signOut,
+  'set-quota': setQuota,
 };
 
 const users: Command = {
   name: 'users',
-  summary: 'Accounts: create, list, disable, enable, set-role, reset-link, sessions, sign-out',
+  summary: 'Accounts: create, list, disable, enable, set-role, reset-link, sessions, sign-out, set-quota',
   help: `Usage: gatehouse users <subcommand> [options]
 
 ${Object.entries(subs)

@@ -11,9 +11,9 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls `path`; resolves with the parsed JSON answer (or undefined for an empty one). */
-export async function api(method, path, body) {
-  const init = { method, credentials: 'same-origin', headers: { accept: 'application/json' } };
+/** Calls `path` (with `headers` added); resolves with the parsed JSON answer (or undefined for an empty one). */
+export async function api(method, path, body, headers = {}) {
+  const init = { method, credentials: 'same-origin', headers: { ...headers, accept: 'application/json' } };
   if (body instanceof FormData) init.body = body;
   else if (body !== undefined) {
     init.headers['content-type'] = 'application/json';

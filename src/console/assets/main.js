@@ -1,4 +1,7 @@
 // The console's shell: settings, the session, the address a link landed on, and the page router.
+
+import { feedPage, sessionsPage } from './activity.js';
+import { adminEmailsPage, adminReady, adminUserPage, adminUsersPage } from './admin.js';
 import { api, onSession, restore, session } from './api.js';
 import { describe, h } from './dom.js';
 import { filesPage } from './files.js';
@@ -17,12 +20,17 @@ const PAGES = {
   'sign-in': { title: 'Sign in', render: signInPage },
   session: { title: 'Session', render: sessionPage },
   security: { title: 'Security', render: securityPage },
+  sessions: { title: 'Sessions', render: sessionsPage },
+  feed: { title: 'Security feed', render: feedPage },
   files: { title: 'Files', render: filesPage },
   outbox: { title: 'Outbox', render: outboxPage },
   mfa: { title: 'Two-factor code', render: mfaPage },
   reset: { title: 'Reset password', render: resetPage },
   'email-change': { title: 'Confirm new email', render: emailChangePage },
   switches: { title: 'What is switched on', render: switchesPage },
+  admin: { title: 'Users (admin)', render: adminUsersPage },
+  'admin-user': { title: 'User (admin)', render: adminUserPage },
+  'admin-emails': { title: 'Emails (admin)', render: adminEmailsPage },
 };
 
 /** Pages named in the navigation; `when` says whether the link is shown. */
@@ -30,9 +38,13 @@ const NAV = [
   { name: 'sign-in', label: 'Sign in', when: () => !session() },
   { name: 'session', label: 'Session', when: () => !!session() },
   { name: 'security', label: 'Security', when: () => !!session() },
+  { name: 'sessions', label: 'Sessions', when: () => !!session() },
+  { name: 'feed', label: 'Feed', when: () => !!session() },
   { name: 'files', label: 'Files', when: () => !!session() && ctx.settings.storage },
   { name: 'outbox', label: 'Outbox', when: () => ctx.settings.outbox },
   { name: 'switches', label: 'What is on', when: () => !!ctx.settings.flows },
+  { name: 'admin', label: 'Admin', when: () => ctx.settings.adminSecret || !!ctx.settings.adminRole },
+  { name: 'admin-emails', label: 'Emails', when: () => adminReady(ctx) },
 ];
 
 const LINK_ERRORS = {

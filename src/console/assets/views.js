@@ -1,6 +1,7 @@
 // The console's pages, except files (files.js). Each returns the page's content; main.js places it.
 import { api, me, refresh, session, signedIn, signOut } from './api.js';
 import { describe, field, form, h, narrowSection, section } from './dom.js';
+import { addPasskey, passkeySignIn, passkeySignUp, passkeysWork, withPasskeyStepUp } from './passkeys.js';
 
 function page(title, intro, ...content) {
   return h(
@@ -85,6 +86,8 @@ export function signInPage(ctx) {
       )
     : null;
 
+  const passkeys = s.passkeys ? passkeySections(ctx) : null;
+
   const lost = s.lostPassword
     ? section(
         'Forgot your password?',
@@ -121,7 +124,53 @@ export function signInPage(ctx) {
     notice,
     offHere(s),
     h('div', { class: 'columns' }, section('Sign in', signInForm), register),
+    passkeys,
     h('div', { class: 'columns' }, lost, resend),
+  );
+}
+
+/** What the service's answer to a passkey sign-in or sign-up means for the page. */
+function afterPasskey(ctx, body, email) {
+  if (body.mfa) {
+    ctx.pending.mfaTicket = body.ticket;
+    ctx.go('mfa');
+    return undefined;
+  }
+  if (body.jwt_token) {
+    signedIn(body);
+    ctx.notice(email ? 'Account created with a passkey; you are signed in.' : 'Signed in with a passkey.');
+    ctx.go('session');
+    return undefined;
+  }
+  return `Account created. Follow the activation link emailed to ${email}; then sign in with your passkey.${outboxHint(ctx)}`;
+}
+
+/** Signed out: sign in with a passkey (no address asked), or create an account whose key is a passkey. */
+function passkeySections(ctx) {
+  if (!passkeysWork())
+    return section(
+      'Passkeys',
+      h('p', {}, 'This browser cannot use passkeys here (it needs HTTPS or localhost).'),
+    );
+  const signInWithPasskey = form(
+    { 'aria-label': 'Sign in with a passkey' },
+    [h('p', {}, 'Your browser offers the passkeys it holds for this site; no address needed.')],
+    'Sign in with a passkey',
+    async () => afterPasskey(ctx, await passkeySignIn()),
+  );
+  const signUpWithPasskey = ctx.settings.register
+    ? form(
+        { 'aria-label': 'Sign up with a passkey' },
+        [field('Email', { name: 'email', type: 'email', autocomplete: 'email', required: true })],
+        'Sign up with a passkey',
+        async (v) => afterPasskey(ctx, await passkeySignUp(v.email), v.email),
+      )
+    : null;
+  return h(
+    'div',
+    { class: 'columns' },
+    section('Sign in with a passkey', signInWithPasskey),
+    signUpWithPasskey ? section('Sign up with a passkey', signUpWithPasskey) : null,
   );
 }
 
@@ -359,13 +408,95 @@ async function mfaSection() {
   return box;
 }
 
-/** MFA, password and email changes. */
+/** The account's passkeys (name, when made and last used), each removable, and "Add a passkey". */
+async function passkeysSection() {
+  const box = h('div', { class: 'passkeys' });
+  const draw = async (message) => {
+    const list = await api('GET', '/auth/passkeys');
+    const status = h('p', { class: 'done', role: 'status' }, message ?? '');
+    const alert = h('p', { class: 'alert', role: 'alert' });
+    const rows = list.map((p) =>
+      h(
+        'li',
+        { class: 'passkey' },
+        h('strong', {}, p.name),
+        h(
+          'span',
+          {},
+          `added ${new Date(p.created_at).toLocaleDateString('en-GB')}`,
+          p.last_used_at
+            ? ` · last used ${new Date(p.last_used_at).toLocaleDateString('en-GB')}`
+            : ' · never used',
+          p.backed_up ? ' · synced' : '',
+        ),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'secondary',
+            'aria-label': `Remove the passkey ${p.name}`,
+            onclick: async () => {
+              alert.textContent = '';
+              try {
+                // A sensitive change: without a recent sign-in, one of the passkeys confirms it is you.
+                await withPasskeyStepUp(() => api('DELETE', `/auth/passkeys/${p.id}`));
+                await draw(`The passkey ${p.name} was removed. Remove it from your device too.`);
+              } catch (err) {
+                alert.textContent = describe(err);
+              }
+            },
+          },
+          'Remove',
+        ),
+      ),
+    );
+    box.replaceChildren(
+      list.length === 0
+        ? h(
+            'p',
+            {},
+            'No passkey yet. A passkey signs you in with your device’s lock (fingerprint, face, PIN).',
+          )
+        : h('ul', { class: 'passkey-list', 'aria-label': 'Your passkeys' }, ...rows),
+      status,
+      alert,
+      passkeysWork()
+        ? form(
+            { 'aria-label': 'Add a passkey' },
+            [
+              field('Name', { name: 'name', maxlength: '100', placeholder: 'Laptop' }),
+              passwordField(
+                'Current password',
+                list.length > 0
+                  ? 'Leave it empty to confirm with one of your passkeys when the service asks.'
+                  : undefined,
+              ),
+            ],
+            'Add a passkey',
+            async (v) => {
+              // Without a password, a passkey the account already has confirms it is you when needed.
+              const added =
+                v.password || list.length === 0
+                  ? await addPasskey(v.name, v.password)
+                  : await withPasskeyStepUp(() => addPasskey(v.name));
+              await draw(`The passkey ${added.name} was added.`);
+            },
+          )
+        : h('p', {}, 'This browser cannot make passkeys here (it needs HTTPS or localhost).'),
+    );
+  };
+  await draw();
+  return box;
+}
+
+/** MFA, passkeys, password and email changes. */
 export async function securityPage(ctx) {
   const s = ctx.settings;
   if (!session())
     return page('Security', 'Sign in first.', h('p', {}, h('a', { href: '#/sign-in' }, 'Sign in')));
 
   const mfa = s.mfa ? section('Two-factor sign-in', await mfaSection()) : null;
+  const passkeys = s.passkeys ? section('Passkeys', await passkeysSection()) : null;
 
   const password = section(
     'Change password',
@@ -418,7 +549,11 @@ export async function securityPage(ctx) {
       )
     : null;
 
-  return page('Security', undefined, h('div', { class: 'columns' }, mfa, h('div', {}, password, email)));
+  return page(
+    'Security',
+    undefined,
+    h('div', { class: 'columns' }, h('div', {}, passkeys, mfa), h('div', {}, password, email)),
+  );
 }
 
 /** Landing page of an emailed password-reset link. */
@@ -530,6 +665,7 @@ function linkLabel(template) {
       'notify-email-change': 'Open the application',
       'email-in-use': 'Open the application',
       'account-exists': 'Sign in',
+      'new-sign-in': 'Open the application',
     }[template] ?? 'Open the link'
   );
 }

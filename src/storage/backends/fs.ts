@@ -320,6 +320,56 @@ export class FsObjectStore implements ObjectStore {
       throw err;
     }
     await fh.close();
+    try {
+      return await this.commitData(key, tmpFile, size, etag, opts);
+    } catch (err) {
+      await rm(tmpFile, { force: true });
+      throw err;
+    }
+  }
+
+  /**
+   * Makes the file at `file` (written and fsynced by its owner, on the same filesystem, never changed
+   * again) the object `key`, by renaming it into place: a resumable upload's bytes become the object
+   * without being copied. Its MD5 (the ETag) is the owner's, or read back from it. The file is gone once
+   * this resolves.
+   */
+  async adopt(key: string, file: string, opts: PutOptions, knownMd5?: string): Promise<ObjectInfo> {
+    if (knownMd5 !== undefined) {
+      if (!/^[0-9a-f]{32}$/.test(knownMd5)) throw new Error('adopt: not an MD5 digest');
+      const { size } = await stat(file);
+      return this.commitData(key, file, size, `"${knownMd5}"`, opts);
+    }
+    const md5 = new StreamMd5();
+    let size = 0;
+    let etag: string;
+    try {
+      const fh = await open(file, 'r');
+      try {
+        for await (const chunk of fh.createReadStream({ highWaterMark: STREAM_CHUNK, autoClose: false })) {
+          size += (chunk as Buffer).length;
+          const wait = md5.update(chunk as Buffer);
+          if (wait !== undefined) await wait;
+        }
+      } finally {
+        await fh.close();
+      }
+      etag = `"${await md5.digest()}"`;
+    } catch (err) {
+      md5.dispose();
+      throw err;
+    }
+    return this.commitData(key, file, size, etag, opts);
+  }
+
+  /** Moves a complete, fsynced data file in as `key`'s new version, then points the metadata at it. */
+  private async commitData(
+    key: string,
+    tmpFile: string,
+    size: number,
+    etag: string,
+    opts: PutOptions,
+  ): Promise<ObjectInfo> {
     const { dir, base } = this.location(key);
     const dataName = `${base}~${randomUUID()}.data`;
     const sidecar: Sidecar = {
@@ -331,19 +381,14 @@ export class FsObjectStore implements ObjectStore {
       lastModified: new Date().toISOString(),
       data: dataName,
     };
-    try {
-      await this.locked(key, () =>
-        this.marked(key, async () => {
-          await this.moveIn(tmpFile, dir, dataName);
-          const old = await this.readSidecar(key);
-          await this.writeSidecar(dir, base, sidecar);
-          if (old && old.data !== dataName) await rm(path.join(dir, old.data), { force: true });
-        }),
-      );
-    } catch (err) {
-      await rm(tmpFile, { force: true });
-      throw err;
-    }
+    await this.locked(key, () =>
+      this.marked(key, async () => {
+        await this.moveIn(tmpFile, dir, dataName);
+        const old = await this.readSidecar(key);
+        await this.writeSidecar(dir, base, sidecar);
+        if (old && old.data !== dataName) await rm(path.join(dir, old.data), { force: true });
+      }),
+    );
     return toInfo(sidecar);
   }
 

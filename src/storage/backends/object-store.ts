@@ -63,6 +63,12 @@ export interface ObjectStore {
    */
   put(key: string, body: Readable, opts: PutOptions): Promise<ObjectInfo>;
   /**
+   * fs only: makes a complete local file (fsynced, on the store's filesystem) the object, by moving it in
+   * rather than copying its bytes (resumable uploads, src/storage/tus/). The file is gone once resolved.
+   * `md5` (hex), when the caller computed it as it wrote the file, spares reading it back.
+   */
+  adopt?(key: string, file: string, opts: PutOptions, md5?: string): Promise<ObjectInfo>;
+  /**
    * The object's metadata and bytes (all, or one range), of one and the same version: the metadata
    * always describes the bytes of the body returned with it. With `expect` (an ObjectInfo this store
    * returned earlier), only that version is opened; when the object has changed since, it rejects with

@@ -48,7 +48,7 @@ const NETWORK_CODES = new Set([
 ]);
 
 /** Network failures and 5xx answers mean "unavailable" (503); anything else is a real error. */
-function translate(err: unknown): unknown {
+export function translate(err: unknown): unknown {
   const e = err as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } };
   const status = e.$metadata?.httpStatusCode;
   if (
@@ -77,7 +77,7 @@ function isPreconditionFailed(err: unknown): boolean {
   return e.name === 'PreconditionFailed' || e.$metadata?.httpStatusCode === 412;
 }
 
-function isNotFound(err: unknown): boolean {
+export function isNotFound(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
   return e.name === 'NotFound' || e.name === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404;
 }
@@ -94,7 +94,7 @@ export function endpointUrl(endpoint: string, sslEnabled: boolean): string {
 export class S3ObjectStore implements ObjectStore {
   readonly kind = 's3' as const;
   readonly client: S3Client;
-  private readonly bucket: string;
+  readonly bucket: string;
   private ready = false;
 
   constructor(private readonly s: S3Settings) {

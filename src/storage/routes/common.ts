@@ -10,6 +10,7 @@ import { ADMIN_SECRET_SUBJECT } from '../../http/guesses.ts';
 import type { ImageService } from '../images/service.ts';
 import { type ParsedKey, parseKey } from '../keys.ts';
 import { type Caller, isAdmin, type StorageDeps } from '../service.ts';
+import type { TusUploads } from '../tus/service.ts';
 
 export const FileMetadataSchema = Type.Object(
   {
@@ -40,6 +41,8 @@ export const security: { [scheme: string]: string[] }[] = [{ bearer: [] }, { adm
 /** What the storage routes use: the service's dependencies and the image transforms. */
 export interface StorageRouteDeps extends StorageDeps {
   readonly images: ImageService;
+  /** Resumable uploads (/storage/uploads); absent where storage is not served. */
+  readonly tus?: TusUploads;
 }
 
 /** Keys already parsed, per request: the group's onRequest hook parses first, the handler again. */

@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
-import { bodyDefaultsToObject, reauthentication } from '../../routes/common.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from '../../routes/common.ts';
 import { NoContent, ReauthPassword } from '../../schemas.ts';
 import { enableMfa, type MfaDeps } from '../mfa.ts';
 import { Code } from './schemas.ts';
@@ -20,7 +20,7 @@ export const enableRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (
   app.post('/enable', { schema, preValidation: bodyDefaultsToObject }, async (request, reply) => {
     const user = request.user;
     const { code, password } = request.body;
-    await enableMfa(deps, user['user-id'], code, reauthentication(request, password));
+    await enableMfa(deps, user['user-id'], code, reauthentication(request, password), ownSignIn(request));
     return reply.code(204).send(null);
   });
 };

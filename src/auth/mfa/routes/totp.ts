@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
 import { countSignInFailures, signInEvent } from '../../../metrics/events.ts';
-import { bodyDefaultsToObject } from '../../routes/common.ts';
+import { bodyDefaultsToObject, requestClient } from '../../routes/common.ts';
 import { CookieFlag, Session, Ticket } from '../../schemas.ts';
 import { sendSession } from '../../session-response.ts';
 import { completeMfaLogin, type MfaDeps } from '../mfa.ts';
@@ -26,7 +26,7 @@ export const totpRoute: FastifyPluginAsyncTypebox<{ deps: MfaDeps }> = async (ap
   const onError = countSignInFailures('mfa');
   app.post('/totp', { schema, preValidation: bodyDefaultsToObject, onError }, async (request, reply) => {
     const { ticket, code, cookie } = request.body;
-    const session = await completeMfaLogin(deps, ticket, code);
+    const session = await completeMfaLogin(deps, ticket, code, requestClient(request));
     signInEvent('mfa', 'success');
     return sendSession(reply, deps.config, session, cookie ?? true, deps.clock.now());
   });

@@ -9,6 +9,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errorResponses } from '../../../errors.ts';
 import { finishProviderSignIn, type OAuthDeps } from '../../flows/oauth.ts';
 import { Session } from '../../schemas.ts';
+import { requestClient } from '../common.ts';
 import { browserBinding, ProviderParam, providerOf, signInFailed, signInSucceeded } from './common.ts';
 
 const param = (description: string, maxLength = 2048) =>
@@ -63,6 +64,7 @@ export const providerCallbackRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps 
         provider,
         params: strings,
         binding: browserBinding(request, provider),
+        client: requestClient(request),
       });
       return signInSucceeded(deps, reply, outcome);
     } catch (err) {

@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../../errors.ts';
 import { type OAuthDeps, unlinkProvider } from '../../flows/oauth.ts';
 import { NoContent, ReauthPassword } from '../../schemas.ts';
-import { bodyDefaultsToObject, reauthentication } from '../common.ts';
+import { bodyDefaultsToObject, ownSignIn, reauthentication } from '../common.ts';
 import { ProviderParam } from './common.ts';
 
 export const providerUnlinkRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }> = async (app, { deps }) => {
@@ -30,6 +30,7 @@ export const providerUnlinkRoute: FastifyPluginAsyncTypebox<{ deps: OAuthDeps }>
         request.user['user-id'],
         request.params.provider,
         reauthentication(request, request.body.password),
+        ownSignIn(request),
       );
       return reply.code(204).send(null);
     },
