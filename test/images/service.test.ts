@@ -118,6 +118,29 @@ describe('image service', () => {
     assert.notEqual(webp.etag, plain.etag);
   });
 
+  it('renders from the store data file without reading its bytes, and reads them when the file has gone', async () => {
+    const { randomUUID } = await import('node:crypto');
+    const { writeFileSync } = await import('node:fs');
+    const file = path.join(dir, `src~${randomUUID()}.data`);
+    writeFileSync(file, png);
+    const counter = { opens: 0 };
+    const withFile = (key: string, p: string): ImageSource => ({
+      ...source(key, '"f1"', png, counter),
+      file: () => p,
+    });
+    const params = parseImageParams({ w: '30', f: 'png' });
+    const a = await service.transform(withFile('f/a.png', file), { params });
+    assert.equal(a.status, 200);
+    assert.equal(counter.opens, 0, 'the bytes were not read by the service');
+    // Overwritten or deleted since the rules saw it: the path names nothing, the bytes are read instead.
+    const gone = path.join(dir, `src~${randomUUID()}.data`);
+    const b = await service.transform(withFile('f/b.png', gone), { params });
+    assert.equal(b.status, 200);
+    assert.equal(counter.opens, 1);
+    assert.ok(a.status === 200 && b.status === 200);
+    assert.deepEqual(a.data, b.data);
+  });
+
   it('shares one render between identical concurrent requests', async () => {
     const counter = { opens: 0 };
     const src = source('pics/e.png', '"e"', png, counter);

@@ -480,6 +480,12 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
+  dataFile(key: string, expect: ObjectInfo): string | undefined {
+    // The version names a data file beside the metadata (never rewritten in place); nothing else is given.
+    if (!expect.version || !DATA_NAME.test(expect.version)) return undefined;
+    return path.join(this.location(key).dir, expect.version);
+  }
+
   async delete(key: string): Promise<boolean> {
     return this.locked(key, async () => {
       const s = await this.readSidecar(key);

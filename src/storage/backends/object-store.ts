@@ -84,6 +84,13 @@ export interface ObjectStore {
    * Rejects with ObjectChanged as `get` does.
    */
   read(key: string, expect: ObjectInfo): Promise<Buffer>;
+  /**
+   * fs only: the path of the data file of the version `expect` describes, for an image render process
+   * that opens it read-only itself instead of receiving its bytes. Made by the store from its own
+   * metadata, never from a request. The file may be gone by the time it is opened (overwritten or
+   * deleted since): the reader must then fall back to `get`.
+   */
+  dataFile?(key: string, expect: ObjectInfo): string | undefined;
   /** False when there was nothing to delete. */
   delete(key: string): Promise<boolean>;
   /** Replaces the file token, keeping bytes and content type. Undefined when the object is missing. */

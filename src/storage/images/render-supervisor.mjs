@@ -1,130 +1,72 @@
 /**
- * The supervisor of one lane's render processes (pool.ts starts one per lane). It forks the render
- * processes, hands each job to an idle one, relays the answers, and kills a process when the service
- * cancels its job (IMAGE_TIMEOUT), starting a spare in its place.
+ * The supervisor of one lane's render processes (pool.ts starts one per lane). It forks render processes
+ * when the service asks, tells the service each one's socket once it listens, kills one when the service
+ * says so (a render past IMAGE_TIMEOUT, a broken connection), and tells the service when one has exited,
+ * however it ended. The service hands jobs to the processes itself, over their sockets: no job and no
+ * image byte passes through here, so a render does not wait for this process to be scheduled.
  *
  * It exists because forking costs the forking process time in proportion to its memory: the service,
  * with its heap, its database and its caches, stalled its event loop for 100–200 ms on every fork on a
  * busy machine. This process stays small, so its forks are cheap, and the service forks only once, to
  * start it. Plain JavaScript, so the same file runs from the sources and from dist/.
  *
- * Messages from the service: `{type: 'job', id, job}` and `{type: 'cancel', id}`. To the service:
- * `{kind: 'ready'}` once, `{id, kind: 'started'}` when a job reaches a render process (its time starts),
- * the render process's answer, and `{id, kind: 'crashed', reason}` when a process died under a job.
+ * Arguments: the render module and the lane's private socket folder. Messages from the service:
+ * `{type: 'spawn'}` and `{type: 'kill', proc}`. To the service: `{kind: 'ready'}` once, then
+ * `{kind: 'up', proc, socket, pid}` when a render process listens and `{kind: 'down', proc, reason}`
+ * when it has exited (or never started).
  */
 import { fork } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const body = process.argv[2];
-if (!body || !process.send) throw new Error('render-supervisor.mjs is started by the image render pool');
+const [body, dir] = process.argv.slice(2);
+if (!body || !dir || !process.send)
+  throw new Error('render-supervisor.mjs is started by the image render pool');
 const host = fileURLToPath(new URL('./render-host.mjs', import.meta.url));
 
 /** Longest a render process may take to load and say it is ready, in ms. */
 const START_TIMEOUT_MS = 60_000;
 
-/** @typedef {{ child: import('node:child_process').ChildProcess, ready: Promise<boolean>, job: number | undefined, alive: boolean }} Proc */
-
-/** @type {Proc[]} */
-const idle = [];
-/** @type {Map<number, Proc>} */
-const running = new Map();
+/** @type {Map<number, import('node:child_process').ChildProcess>} */
+const procs = new Map();
+let seq = 0;
 
 const send = (m) => process.send?.(m);
 
-/** @returns {Proc} */
 function spawnProc() {
-  const child = fork(host, [body], {
+  const n = ++seq;
+  const socket = path.join(dir, `r${n}.sock`);
+  const child = fork(host, [body, socket], {
     execArgv: [],
-    serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  /** @type {Proc} */
-  const proc = { child, ready: Promise.resolve(false), job: undefined, alive: true };
-  proc.ready = new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      resolve(false);
-      kill(proc);
-    }, START_TIMEOUT_MS);
-    child.on('message', (answer) => {
-      if (answer.kind === 'ready') {
-        clearTimeout(timer);
-        resolve(true);
-        return;
-      }
-      if (proc.job !== answer.id) return;
-      running.delete(answer.id);
-      proc.job = undefined;
-      idle.push(proc);
-      send(answer);
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve(false);
-      proc.alive = false;
-      const at = idle.indexOf(proc);
-      if (at >= 0) idle.splice(at, 1);
-      if (proc.job !== undefined && running.get(proc.job) === proc) {
-        running.delete(proc.job);
-        send({ id: proc.job, kind: 'crashed', reason: signal ?? `code ${code}` });
-      }
-    });
-    child.on('error', () => kill(proc));
+  procs.set(n, child);
+  const timer = setTimeout(() => child.kill('SIGKILL'), START_TIMEOUT_MS);
+  child.on('message', (m) => {
+    if (m?.kind !== 'ready') return;
+    clearTimeout(timer);
+    send({ kind: 'up', proc: n, socket, pid: child.pid });
   });
-  return proc;
-}
-
-/** @param {Proc} proc */
-function kill(proc) {
-  if (proc.alive) proc.child.kill('SIGKILL');
-  proc.alive = false;
-}
-
-/** A spare, started ahead of need, so that a job after a cancelled one does not wait for a start. */
-function spare() {
-  if (idle.length === 0) idle.push(spawnProc());
-}
-
-async function run(id, job) {
-  let proc = idle.pop();
-  if (!proc?.alive) proc = spawnProc();
-  proc.job = id;
-  running.set(id, proc);
-  const ok = await proc.ready;
-  if (running.get(id) !== proc) return; // cancelled while it started
-  if (!ok || !proc.alive) {
-    running.delete(id);
-    send({ id, kind: 'unavailable' });
-    return;
-  }
-  send({ id, kind: 'started' });
-  proc.child.send(job, (err) => {
-    if (err && running.get(id) === proc) {
-      running.delete(id);
-      kill(proc);
-      send({ id, kind: 'unavailable' });
-    }
+  child.once('exit', (code, signal) => {
+    clearTimeout(timer);
+    procs.delete(n);
+    rmSync(socket, { force: true });
+    send({ kind: 'down', proc: n, reason: signal ?? `code ${code}` });
   });
+  child.on('error', () => child.kill('SIGKILL'));
 }
 
 process.on('message', (m) => {
-  if (m.type === 'job') {
-    void run(m.id, m.job);
-  } else if (m.type === 'cancel') {
-    const proc = running.get(m.id);
-    running.delete(m.id);
-    if (proc) {
-      proc.job = undefined;
-      kill(proc);
-    }
-    spare();
-  }
+  if (m.type === 'spawn') spawnProc();
+  else if (m.type === 'kill') procs.get(m.proc)?.kill('SIGKILL');
 });
 
-// The service went away: so do the render processes.
+// The service went away: so do the render processes, and their sockets.
 process.on('disconnect', () => {
-  for (const p of [...idle, ...running.values()]) kill(p);
+  for (const child of procs.values()) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
   process.exit(0);
 });
 
-spare();
 send({ kind: 'ready' });

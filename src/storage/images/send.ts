@@ -55,6 +55,7 @@ export async function sendImage(
       size: info.size,
       contentType: info.contentType,
       lastModified: info.lastModified,
+      file: deps.objects.dataFile && (() => deps.objects.dataFile?.(info.key, info)),
       async open() {
         const got = await store(() => deps.objects.get(info.key));
         if (!got) throw new AppError('NOT_FOUND');

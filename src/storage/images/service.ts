@@ -48,6 +48,12 @@ export interface ImageSource {
    * Throw an AppError (404) if the object has gone since the rules saw it.
    */
   open(): Promise<{ body: Readable | Buffer; etag: string }>;
+  /**
+   * The file holding exactly the bytes `etag` names, when the store keeps them in one (fs): the render
+   * process opens it read-only itself, so the bytes are neither read here nor sent. A path the store
+   * made from its own metadata, never from the request.
+   */
+  file?(): string | undefined;
 }
 
 export interface TransformRequest {
@@ -174,11 +180,21 @@ export class ImageService {
     this.lanes = {
       raster: {
         queue: new TransformQueue(config.IMAGE_CONCURRENCY, config.IMAGE_QUEUE_LIMIT),
-        pool: new RenderPool({ niceness: RASTER_NICENESS, timeoutMs, log }),
+        pool: new RenderPool({
+          niceness: RASTER_NICENESS,
+          timeoutMs,
+          maxIdle: config.IMAGE_CONCURRENCY,
+          log,
+        }),
       },
       svg: {
         queue: new TransformQueue(config.IMAGE_SVG_CONCURRENCY, config.IMAGE_QUEUE_LIMIT),
-        pool: new RenderPool({ niceness: SVG_NICENESS, timeoutMs, log }),
+        pool: new RenderPool({
+          niceness: SVG_NICENESS,
+          timeoutMs,
+          maxIdle: config.IMAGE_SVG_CONCURRENCY,
+          log,
+        }),
       },
     };
     this.cache = new VariantCache(config.IMAGE_CACHE_DIR, config.IMAGE_CACHE_MAX_SIZE);
@@ -281,12 +297,26 @@ export class ImageService {
     const svgOn = this.config.IMAGE_SVG_ENABLED;
     const inLane = (lane: Lane, svg: SvgMode) =>
       lane.queue.run(async () => {
+        const limits = this.limits(svg);
+        const file = source.file?.();
+        if (file) {
+          opened = source.etag;
+          this.stats.renders++;
+          const out = await lane.pool.run({
+            file: { path: file, size: source.size },
+            params,
+            choice,
+            limits,
+          });
+          if (out !== 'gone') return out;
+          // Overwritten or deleted since the rules saw it: read what is there now, as below.
+        }
         // Read inside the queue, so requests waiting for a turn hold no image in memory.
         const { body, etag } = await source.open();
         opened = etag;
         const input = await readAll(body, max);
-        this.stats.renders++;
-        return lane.pool.run({ input, params, choice, limits: this.limits(svg) });
+        if (!file) this.stats.renders++;
+        return lane.pool.run({ input, params, choice, limits });
       });
     let out: Awaited<ReturnType<typeof inLane>>;
     try {
@@ -296,7 +326,7 @@ export class ImageService {
         // Not a raster image under a raster type: drawn in the SVG lane, like any SVG.
         if (out === 'reroute') out = await inLane(this.lanes.svg, 'render');
       }
-      if (out === 'reroute') throw new AppError('NOT_AN_IMAGE');
+      if (out === 'reroute' || out === 'gone') throw new AppError('NOT_AN_IMAGE');
     } catch (err) {
       // Only a failure of the very bytes the ETag names says anything about the next request.
       if (opened === source.etag) this.failures.remember(flightKey, err);
