@@ -81,7 +81,14 @@ describe('the gatehouse command', () => {
         assert.match(subIO.text(), new RegExp(`^Usage: gatehouse ${name} ${sub}`), `${name} ${sub}`);
       }
     }
-    assert.deepEqual([...commands.keys()].sort(), ['keys', 'migrate', 'rules', 'storage', 'users', 'webhooks']);
+    assert.deepEqual([...commands.keys()].sort(), [
+      'keys',
+      'migrate',
+      'rules',
+      'storage',
+      'users',
+      'webhooks',
+    ]);
   });
 
   it('keys generate prints a private key of JWT_ALGORITHM, or of --algorithm', () => {
