@@ -84,6 +84,7 @@ describe('the gatehouse command', () => {
     assert.deepEqual([...commands.keys()].sort(), [
       'keys',
       'migrate',
+      'oauth-clients',
       'rules',
       'storage',
       'users',
