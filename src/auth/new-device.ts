@@ -86,6 +86,34 @@ export function deviceKey(client: { ip: string | null; userAgent: string | null 
   return `${userAgentFamily(client.userAgent)}|${networkPrefix(client.ip)}`;
 }
 
+/**
+ * Whether the account signed in from this very client (same address, same user agent as stored, clipped
+ * to 512 characters) in the window: one indexed probe that answers the common case, the same device
+ * again, without reading the account's history (an account that signs in often has hundreds of rows).
+ */
+async function seenSameClient(
+  db: Queryable,
+  accountId: string,
+  sessionId: string,
+  since: Date,
+  client: EventClient,
+): Promise<boolean> {
+  const ua = client.userAgent === null ? null : client.userAgent.slice(0, 512);
+  const { rows } = await db.query(
+    'SeenSameSignInClient',
+    `SELECT 1 FROM auth.sessions
+      WHERE account_id = $1 AND id <> $2 AND created_at >= $3
+        AND ip IS NOT DISTINCT FROM $4 AND user_agent IS NOT DISTINCT FROM $5
+     UNION ALL
+     SELECT 1 FROM auth.security_events
+      WHERE account_id = $1 AND type = 'sign_in' AND session_id IS DISTINCT FROM $2 AND created_at >= $3
+        AND ip IS NOT DISTINCT FROM $4 AND user_agent IS NOT DISTINCT FROM $5
+     LIMIT 1`,
+    [accountId, sessionId, since, client.ip, ua],
+  );
+  return rows.length > 0;
+}
+
 /** The clients the account signed in from in the window (sign-in events and sessions), but `sessionId`. */
 async function recentClients(
   db: Queryable,
@@ -123,6 +151,7 @@ export async function noticeNewDevice(
   if (!deps.config.NOTIFY_NEW_SIGN_IN || !mailer?.sends || !email || !client) return false;
   const now = deps.clock.now();
   const since = new Date(now.getTime() - KNOWN_DEVICE_DAYS * 86_400_000);
+  if (await seenSameClient(tx, profile.account.id, input.sessionId, since, client)) return false;
   const seen = await recentClients(tx, profile.account.id, input.sessionId, since);
   // The account's very first sign-in: no device to compare with, nothing to tell.
   if (seen.length === 0) return false;
