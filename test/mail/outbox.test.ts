@@ -4,7 +4,6 @@
  * EMAIL_MAX_ATTEMPTS with its error recorded. Several instances and restarts: outbox-instances.test.ts.
  */
 import assert from 'node:assert/strict';
-import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { dbKinds } from '../helpers/db.ts';
 import type { CapturedMail } from '../helpers/smtp.ts';
@@ -65,21 +64,18 @@ for (const kind of dbKinds()) {
      * server has even answered the sender: the ticket must be committed by then.
      */
     const followOnArrival = (to: string, pathPart: string) =>
-      new Promise<{ status: number; location: string; lagMs: number }>((resolve, reject) => {
+      new Promise<{ status: number; location: string }>((resolve, reject) => {
         t.smtp.onMessage = (mail: CapturedMail) => {
           if (!mail.to.includes(to)) return;
           t.smtp.onMessage = undefined;
-          const arrived = performance.now();
-          const request = t.app.inject({ method: 'GET', url: pathOf(findLink(mail.text, pathPart)) });
-          const lagMs = performance.now() - arrived;
-          request.then(
-            (res) => resolve({ status: res.statusCode, location: String(res.headers.location), lagMs }),
-            reject,
-          );
+          // Synchronously, inside the handler: the request is under way before the server says "250".
+          t.app
+            .inject({ method: 'GET', url: pathOf(findLink(mail.text, pathPart)) })
+            .then((res) => resolve({ status: res.statusCode, location: String(res.headers.location) }), reject);
         };
       });
 
-    it('an activation link followed within a millisecond of its arrival activates the account', async () => {
+    it('an activation link followed the instant it arrives activates the account', async () => {
       const followed = followOnArrival('instant@example.com', '/auth/activate');
       const reg = await t.app.inject({
         method: 'POST',
@@ -87,13 +83,12 @@ for (const kind of dbKinds()) {
         payload: { email: 'instant@example.com', password: 'pw-123456' },
       });
       assert.equal(reg.statusCode, 200, reg.body);
-      const { status, location, lagMs } = await followed;
-      assert.ok(lagMs < 1, `the link was requested ${lagMs} ms after the email arrived`);
+      const { status, location } = await followed;
       assert.equal(status, 302);
       assert.match(location, /^http:\/\/app\.test\/signed-in\?.*refresh_token=/, location);
     });
 
-    it('a magic link followed within a millisecond of its arrival signs in (register and log-in)', async () => {
+    it('a magic link followed the instant it arrives signs in (register and log-in)', async () => {
       const registered = followOnArrival('magic-instant@example.com', '/auth/magic-link');
       const reg = await t.app.inject({
         method: 'POST',
@@ -102,7 +97,6 @@ for (const kind of dbKinds()) {
       });
       assert.equal(reg.statusCode, 200, reg.body);
       const first = await registered;
-      assert.ok(first.lagMs < 1, `requested ${first.lagMs} ms after arrival`);
       assert.match(first.location, /^http:\/\/app\.test\/signed-in\?.*refresh_token=/, first.location);
 
       // The log-in link is issued by a deferred step (after the response), then mailed.
@@ -114,7 +108,6 @@ for (const kind of dbKinds()) {
       });
       assert.deepEqual(login.json(), { magicLink: true });
       const second = await loggedIn;
-      assert.ok(second.lagMs < 1, `requested ${second.lagMs} ms after arrival`);
       assert.match(second.location, /^http:\/\/app\.test\/signed-in\?.*refresh_token=/, second.location);
     });
   });
