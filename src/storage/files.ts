@@ -54,6 +54,64 @@ export interface FilesDeps {
   readonly webhooks?: Webhooks;
 }
 
+/**
+ * Keys this instance has recently seen a row for, so that the reads of a file do not each query the table
+ * (on the embedded database every statement runs on the event loop: the lookup bounded the metadata read
+ * at a tenth of its rate before). Only presence is remembered, never absence, because a stale "present"
+ * is harmless: a row goes only with its object (`removeFile` deletes both in one transaction; `reconcile`
+ * drops rows whose object is gone), and every read still asks the store, which then answers "missing". A
+ * stale "absent" would hide a file that was just uploaded through another instance. Entries last
+ * `PRESENCE_TTL_MS` (bounding rows deleted around the service, by hand in SQL) and at most
+ * `PRESENCE_MAX` keys are kept (the oldest go first). A lookup that was under way while a row was
+ * forgotten is not remembered (the epoch), so a read racing a delete cannot bring the key back.
+ */
+export class RowPresence {
+  private readonly seen = new Map<string, number>();
+  private epoch = 0;
+
+  constructor(
+    private readonly ttlMs = PRESENCE_TTL_MS,
+    private readonly max = PRESENCE_MAX,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** Whether `key` had a row within the last `ttlMs`. */
+  has(key: string): boolean {
+    const until = this.seen.get(key);
+    if (until === undefined) return false;
+    if (until > this.now()) return true;
+    this.seen.delete(key);
+    return false;
+  }
+
+  /** Taken before a lookup, handed to `remember` after it. */
+  begin(): number {
+    return this.epoch;
+  }
+
+  /** Records that a lookup begun at `epoch` found the row of `key`. */
+  remember(key: string, epoch: number): void {
+    if (epoch !== this.epoch) return;
+    this.seen.delete(key);
+    if (this.seen.size >= this.max) {
+      const oldest = this.seen.keys().next();
+      if (!oldest.done) this.seen.delete(oldest.value);
+    }
+    this.seen.set(key, this.now() + this.ttlMs);
+  }
+
+  /** After a row was removed (its transaction committed). */
+  forget(key: string): void {
+    this.seen.delete(key);
+    this.epoch++;
+  }
+}
+
+/** How long a key's row is taken as present without asking the table again. */
+const PRESENCE_TTL_MS = 2000;
+/** Keys remembered at most (about 100 bytes each with the key). */
+const PRESENCE_MAX = 20_000;
+
 /** How long a plain upload's reservation lasts between renewals (the upload renews it while it runs). */
 export const UPLOAD_LEASE_MS = 5 * 60_000;
 /** Rows read per page of a listing. */
@@ -65,6 +123,8 @@ const PAGE = 1000;
  */
 export class FileCatalog {
   imported = false;
+  /** Rows seen recently (reads skip the table for them). */
+  readonly presence = new RowPresence();
   /** Settles when the start's import and repair pass is over (tests, the CLI wait for it). */
   ready: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
@@ -167,10 +227,19 @@ export async function completeUpload(deps: FilesDeps, upload: CompletedUpload): 
   return info;
 }
 
-/** The row of a key, when the table is what this instance reads; `undefined`: read the store. */
-export async function visibleRow(deps: FilesDeps, key: string): Promise<FileRow | null | undefined> {
-  if (!deps.catalog.imported) return undefined;
-  return (await findFile(deps.db, key)) ?? null;
+/**
+ * Whether the object at `key`, if the store has one, is a file: its row exists, or the table is not what
+ * this instance reads yet (before the first import, the store is read as it was before the table).
+ * `undefined` when a recent lookup already said yes (no promise, no statement: the hot read path).
+ */
+export function hasRow(deps: FilesDeps, key: string): Promise<boolean> | undefined {
+  const { catalog } = deps;
+  if (!catalog.imported || catalog.presence.has(key)) return undefined;
+  const epoch = catalog.presence.begin();
+  return findFile(deps.db, key).then((row) => {
+    if (row) catalog.presence.remember(key, epoch);
+    return row !== undefined;
+  });
 }
 
 /** Every file under `prefix`, by the table (keyset pages), in byte order. */
@@ -197,6 +266,7 @@ export async function removeFile(deps: FilesDeps, key: string, removeObject: () 
     if (gone) await deps.webhooks?.queue(tx, fileDeleted(key, owner));
     return gone;
   });
+  deps.catalog.presence.forget(key);
   await deps.images.forget(key);
   return removed;
 }

@@ -11,7 +11,7 @@ import { AppError } from '../errors.ts';
 import { objectStoreErrorEvent } from '../metrics/events.ts';
 import type { ByteRange, ObjectInfo, ObjectStore } from './backends/object-store.ts';
 import { StoreUnavailable } from './backends/object-store.ts';
-import { type FilesDeps, fileChanged, filesWithPrefix, removeFile, visibleRow } from './files.ts';
+import { type FilesDeps, fileChanged, filesWithPrefix, hasRow, removeFile } from './files.ts';
 import { isReservedKey, type ParsedKey } from './keys.ts';
 import { describeDecision, fileTokens, formatExplanation } from './rules/explain.ts';
 import type { Decision, Operation, RuleInput, StorageRules } from './rules/rules.ts';
@@ -196,8 +196,10 @@ export async function resolveFile(deps: StorageDeps, key: ParsedKey, caller: Cal
  * without its row (an upload that never completed) is not a file yet: as if missing.
  */
 export async function headVisible(deps: StorageDeps, key: string): Promise<ObjectInfo | undefined> {
-  const [info, row] = await Promise.all([store(() => deps.objects.head(key)), visibleRow(deps, key)]);
-  return row === null ? undefined : info;
+  const row = hasRow(deps, key);
+  if (row === undefined) return store(() => deps.objects.head(key));
+  const [info, isFile] = await Promise.all([store(() => deps.objects.head(key)), row]);
+  return isFile ? info : undefined;
 }
 
 /**
@@ -209,14 +211,16 @@ export async function getVisible(
   key: string,
 ): Promise<{ info: ObjectInfo; body: Readable } | undefined> {
   const reading = store(() => deps.objects.get(key));
-  const [read, row] = await Promise.allSettled([reading, visibleRow(deps, key)]);
+  const lookup = hasRow(deps, key);
+  if (lookup === undefined) return reading;
+  const [read, row] = await Promise.allSettled([reading, lookup]);
   if (read.status === 'rejected') throw read.reason;
   const got = read.value;
   if (row.status === 'rejected') {
     got?.body.destroy();
     throw row.reason;
   }
-  if (row.value === null && got) {
+  if (!row.value && got) {
     // Not a file until its upload completed (files.ts).
     got.body.destroy();
     return undefined;

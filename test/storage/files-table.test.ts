@@ -177,6 +177,30 @@ for (const kind of dbKinds()) {
         assert.equal(await reservations(), 0);
       });
 
+      it('a file read many times, then deleted, is gone at once; re-uploaded, it is served at once; a row removed around the service stops the serving', async () => {
+        const u = user(3);
+        const key = `user/${u.id}/hot.txt`;
+        const read = () => t.app.inject({ method: 'GET', url: `/storage/m/${key}`, headers: auth(u.jwt) });
+        assert.equal((await rawUpload(`/storage/o/${key}`, 'hot', auth(u.jwt))).statusCode, 200);
+        for (let i = 0; i < 3; i++) assert.equal((await read()).statusCode, 200);
+        const del = await t.app.inject({ method: 'DELETE', url: `/storage/o/${key}`, headers: auth(u.jwt) });
+        assert.equal(del.statusCode, 204);
+        assert.equal((await read()).statusCode, 404, 'no remembered row outlives its delete');
+        assert.equal((await rawUpload(`/storage/o/${key}`, 'hot again', auth(u.jwt))).statusCode, 200);
+        assert.equal((await read()).statusCode, 200, 'a new upload is served at once');
+        // The row removed by hand (SQL), the object kept: the instance stops serving it once what it
+        // remembers lapses (2 s), as an object without its row.
+        await t.ctx.db.query('test-drop-row', 'DELETE FROM storage.files WHERE key = $1', [key]);
+        const deadline = Date.now() + 10_000;
+        let status = 200;
+        while (status === 200 && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 200));
+          status = (await read()).statusCode;
+        }
+        assert.equal(status, 404, 'an object whose row was removed is not served');
+        await storage().objects.delete(key); // leaves no row-less object for the import test below
+      });
+
       it('a reservation that ran out with nothing written is dropped, and frees the quota it held', async () => {
         const u = user(1);
         await reserveQuota(deps(), {
