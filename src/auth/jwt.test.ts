@@ -181,6 +181,40 @@ describe('AccessTokenVerifier', () => {
   });
 });
 
+describe('signAccessToken with HS*', () => {
+  for (const alg of ['HS256', 'HS384', 'HS512'] as const) {
+    it(`${alg}: the synchronous HMAC writes the token jose writes, byte for byte, and it verifies`, async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'gatehouse-jwt-'));
+      try {
+        const config = configFrom({ DATA_DIR: dir, JWT_ALGORITHM: alg, JWT_KEY: 'k'.repeat(64) });
+        const keys = await loadJwtKeys(config);
+        const authTime = at(-30);
+        const signed = await signAccessToken(keys, config, vars, T0, { authTime, sessionId: USER_ID });
+        const iat = Math.floor(T0.getTime() / 1000);
+        const expected = await new SignJWT({
+          [config.JWT_CLAIMS_NAMESPACE]: {
+            'x-hasura-user-id': USER_ID,
+            'x-hasura-allowed-roles': ['user', 'me'],
+            'x-hasura-default-role': 'user',
+          },
+          auth_time: Math.floor(authTime.getTime() / 1000),
+          sid: USER_ID,
+        })
+          .setProtectedHeader({ alg })
+          .setSubject(USER_ID)
+          .setIssuer(config.JWT_ISSUER)
+          .setIssuedAt(iat)
+          .setExpirationTime(iat + config.JWT_EXPIRES_IN * 60)
+          .sign(keys.signCryptoKey);
+        assert.equal(signed.token, expected);
+        assert.equal((await verifyAccessToken(keys, config, signed.token, T0))['user-id'], USER_ID);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
 describe('permissionVariables', () => {
   it('writes the reserved claims last: a custom field named user_id cannot name another user', () => {
     // config.ts refuses such a JWT_CUSTOM_FIELDS at start; this is the mechanism's own guarantee.
