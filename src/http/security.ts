@@ -94,7 +94,7 @@ export async function installSecurity(
       request.method === 'OPTIONS' &&
       origin !== undefined &&
       request.headers['access-control-request-method'] === undefined &&
-      allowed(origin)
+      (allowed(origin) || OPEN_TO_ANY_ORIGIN.has(pathOf(request.url)))
     )
       done(
         new AppError(
@@ -104,7 +104,15 @@ export async function installSecurity(
       );
     else done();
   });
-  await app.register(cors, {
+  const forAnyOrigin: cors.FastifyCorsOptions = {
+    origin: '*',
+    credentials: false,
+    methods: ['GET', 'POST', 'OPTIONS'],
+    allowedHeaders: ['authorization', 'content-type', 'mcp-protocol-version', 'x-request-id'],
+    exposedHeaders: ['www-authenticate', 'retry-after', 'x-request-id'],
+    maxAge: 600,
+  };
+  const forAllowedOrigins: cors.FastifyCorsOptions = {
     origin: (origin, cb) => cb(null, origin !== undefined && allowed(origin)),
     credentials: true,
     // PATCH: the admin API's changes (PATCH /admin/users/{id}) and resumable uploads' chunks (TUS).
@@ -144,7 +152,34 @@ export async function installSecurity(
       'upload-expires',
     ],
     maxAge: 600,
+  };
+  await app.register(cors, {
+    delegator: (request, cb) =>
+      cb(null, OPEN_TO_ANY_ORIGIN.has(pathOf(request.url)) ? forAnyOrigin : forAllowedOrigins),
   });
+}
+
+/**
+ * What browser-based OAuth clients call from their own origin, which no operator can list in advance
+ * (clients register themselves: DCR, metadata documents): discovery, the keys, the token exchange,
+ * revocation, registration and userinfo. They answer any origin, never with credentials: nothing there
+ * reads a cookie (a code with its PKCE verifier, a refresh token or a bearer token is the proof), so a
+ * page can learn nothing it did not send. OAuth 2.0 for Browser-Based Applications (IETF draft, §6)
+ * expects exactly this of the token endpoint. Everything else keeps the allowed origins and credentials.
+ */
+const OPEN_TO_ANY_ORIGIN = new Set([
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/openid-configuration',
+  '/auth/jwks',
+  '/auth/oauth2/token',
+  '/auth/oauth2/revoke',
+  '/auth/oauth2/register',
+  '/auth/oauth2/userinfo',
+]);
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
 }
 
 /** HBP's `nocache` headers, on every /auth answer. */

@@ -169,3 +169,76 @@ describe('CORS and headers in production', () => {
     assert.match(String(res.headers['strict-transport-security']), /max-age=\d+; includeSubDomains/);
   });
 });
+
+describe("the OAuth server's browser-facing endpoints answer any origin, without credentials", () => {
+  let t: TestApp;
+  const SPA = 'https://inspector.example';
+  before(async () => {
+    t = await buildTestApp('pglite', {
+      JWT_ALGORITHM: 'ES256',
+      SERVER_URL: 'https://auth.example.com',
+      CORS_ORIGINS: ['https://app.example.com'],
+      OAUTH_SERVER_ENABLED: true,
+      OAUTH_DYNAMIC_REGISTRATION: true,
+      OAUTH_RESOURCES: ['https://mcp.example.com/mcp'],
+    });
+  });
+  after(() => t.close());
+
+  for (const [method, url] of [
+    ['GET', '/.well-known/oauth-authorization-server'],
+    ['GET', '/.well-known/openid-configuration'],
+    ['GET', '/auth/jwks'],
+    ['POST', '/auth/oauth2/token'],
+    ['POST', '/auth/oauth2/revoke'],
+    ['POST', '/auth/oauth2/register'],
+    ['GET', '/auth/oauth2/userinfo'],
+  ] as const) {
+    it(`${method} ${url}: a preflight and the answer (an error included) allow *, never credentials`, async () => {
+      const pre = await t.app.inject({
+        method: 'OPTIONS',
+        url,
+        headers: {
+          origin: SPA,
+          'access-control-request-method': method,
+          'access-control-request-headers': 'content-type, authorization',
+        },
+      });
+      assert.equal(pre.statusCode, 204);
+      assert.equal(pre.headers['access-control-allow-origin'], '*');
+      assert.equal(pre.headers['access-control-allow-credentials'], undefined);
+      assert.match(String(pre.headers['access-control-allow-headers']), /content-type/);
+      const res = await t.app.inject({
+        method,
+        url,
+        headers: { origin: SPA, 'content-type': 'application/x-www-form-urlencoded' },
+        payload: method === 'POST' ? 'grant_type=authorization_code&code=nope' : undefined,
+      });
+      assert.equal(res.headers['access-control-allow-origin'], '*', `${res.statusCode} ${res.body}`);
+      assert.equal(res.headers['access-control-allow-credentials'], undefined);
+    });
+  }
+
+  it('every other route keeps the listed origins: a sign-in or the authorize page answers the page nothing', async () => {
+    for (const [method, url] of [
+      ['POST', '/auth/login'],
+      ['GET', '/auth/oauth2/authorize'],
+      ['POST', '/auth/oauth2/introspect'],
+      ['GET', '/auth/user'],
+    ] as const) {
+      const pre = await t.app.inject({
+        method: 'OPTIONS',
+        url,
+        headers: { origin: SPA, 'access-control-request-method': method },
+      });
+      assert.equal(pre.headers['access-control-allow-origin'], undefined, url);
+      const listed = await t.app.inject({
+        method: 'OPTIONS',
+        url,
+        headers: { origin: 'https://app.example.com', 'access-control-request-method': method },
+      });
+      assert.equal(listed.headers['access-control-allow-origin'], 'https://app.example.com', url);
+      assert.equal(listed.headers['access-control-allow-credentials'], 'true', url);
+    }
+  });
+});

@@ -4,7 +4,8 @@
  * /auth/oauth2/authorize; without a session it lands on the console's sign-in page, signs in, is taken
  * back to the request (return_to), reads the consent page (its Content-Security-Policy refusing nothing,
  * the redirect after the form's post included) and allows; the browser arrives at the client's redirect
- * URI with the code and the state. Without Chromium the suite is reported as skipped.
+ * URI with the code and the state, and the app's page exchanges the code itself (cross-origin, CORS).
+ * Without Chromium the suite is reported as skipped.
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -81,6 +82,8 @@ if (runsHere('chromium', 'the OAuth consent walk in headless Chromium')) {
         JWT_ALGORITHM: 'ES256',
         OAUTH_SERVER_ENABLED: true,
         OAUTH_RESOURCES: [MCP],
+        // Not the client app's origin: its token exchange must pass as any browser-based client's does.
+        CORS_ORIGINS: ['https://app.example.com'],
       });
       await (await openPglite(path.join(dataDir, 'db'), await migratedPgliteDump())).close();
       server = await startServer(config, { log: pino({ level: 'silent' }) });
@@ -159,18 +162,32 @@ if (runsHere('chromium', 'the OAuth consent walk in headless Chromium')) {
       assert.equal(back.searchParams.get('iss'), base);
       const code = back.searchParams.get('code') as string;
       assert.ok(code);
-      const res = await fetch(`${base}/auth/oauth2/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({
-          grant_type: 'authorization_code',
-          code,
-          redirect_uri: redirect,
-          code_verifier: verifier,
-          client_id: clientId,
-        }),
-      });
-      assert.equal(res.status, 200, await res.clone().text());
+      // The exchange from the app's own page, as a browser-based client (an SPA, the MCP Inspector) makes
+      // it: a cross-origin fetch that CORS must let the page read, though CORS_ORIGINS does not list it.
+      const exchanged = await page.evaluate(
+        async ({ base, body }) => {
+          const meta = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
+          const res = await fetch(meta.token_endpoint, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams(body),
+          });
+          return { status: res.status, json: await res.json() };
+        },
+        {
+          base,
+          body: {
+            grant_type: 'authorization_code',
+            code,
+            redirect_uri: redirect,
+            code_verifier: verifier,
+            client_id: clientId,
+          },
+        },
+      );
+      assert.equal(exchanged.status, 200, JSON.stringify(exchanged.json));
+      assert.equal(exchanged.json.token_type, 'Bearer');
+      assert.ok(exchanged.json.access_token);
 
       // The console's Security page lists the application; removing it ends its access.
       await page.goto(`${base}/console/#/security`);
