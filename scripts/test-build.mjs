@@ -6,9 +6,24 @@
  * for the suites that read them) is hard-linked beside it. Loading the suites through tsx cost about two
  * seconds of CPU per test file and per spawned service: the loader's hooks resolve each of ~1,100 modules
  * on another thread. Plain JavaScript, so that it runs before any TypeScript loader is in place.
+ *
+ * It also writes the list of test files `npm test` runs, longest first (test-files.txt): node --test
+ * starts them in the order given, two at a time, and a long file started last would run alone at the
+ * end while the other core idles. The durations are those of the last run on this machine
+ * (.tmp/test-durations.json, written by test/reporters/skips.mjs), else those of test/durations.json.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,3 +71,32 @@ try {
 }
 linkTree(ROOT, OUT);
 symlinkSync(path.join(ROOT, 'node_modules'), path.join(OUT, 'node_modules'), 'dir');
+
+/** Seconds per test file (path relative to the checkout, .js); `{}` when the file is missing or unreadable. */
+function durations(file) {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return {};
+  }
+}
+
+function testFiles(dir, rel = '') {
+  const found = [];
+  for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const name = path.posix.join(rel, entry.name);
+    if (entry.isDirectory()) found.push(...testFiles(dir, name));
+    else if (entry.name.endsWith('.test.js')) found.push(name);
+  }
+  return found;
+}
+
+const seconds = {
+  ...durations(path.join(ROOT, 'test', 'durations.json')),
+  ...durations(path.join(ROOT, '.tmp', 'test-durations.json')),
+};
+/** A file without a record (a new one) counts as an average file. */
+const UNKNOWN_S = 5;
+const files = [...testFiles(OUT, 'src'), ...testFiles(OUT, 'test')].sort();
+files.sort((a, b) => (seconds[b] ?? UNKNOWN_S) - (seconds[a] ?? UNKNOWN_S));
+writeFileSync(path.join(OUT, 'test-files.txt'), `${files.join('\n')}\n`);

@@ -30,9 +30,23 @@ function makeAjv(coerce: boolean): Ajv {
 const strictAjv = makeAjv(false);
 const coercingAjv = makeAjv(true);
 
+type Validator = ReturnType<FastifySchemaCompiler<unknown>>;
+/**
+ * Compiled validators by schema text: every app built in a process (the suites build hundreds) compiles
+ * the same few hundred route schemas, and ajv's own cache goes by object, which each build makes anew.
+ * Schemas are plain JSON (no functions or regular expressions), so equal text is an equal schema.
+ */
+const validators = new Map<string, Validator>();
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const ajv = httpPart === 'body' ? strictAjv : coercingAjv;
-  return ajv.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+  const body = httpPart === 'body';
+  const key = `${body ? 'strict' : 'coercing'} ${JSON.stringify(schema)}`;
+  let validate = validators.get(key);
+  if (!validate) {
+    validate = (body ? strictAjv : coercingAjv).compile(schema as object) as Validator;
+    validators.set(key, validate);
+  }
+  return validate;
 };
 
 function fieldName(e: ErrorObject, extra?: string): string {

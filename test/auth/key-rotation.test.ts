@@ -8,23 +8,20 @@ import assert from 'node:assert/strict';
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, afterEach, describe, it } from 'node:test';
 import { type CryptoKey, createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT } from 'jose';
 import { kidOf } from '../../src/auth/keys.ts';
 import type { CliIO } from '../../src/cli/command.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { ConfigError, configFrom, loadConfig } from '../../src/config.ts';
 import { accessToken } from '../helpers/accounts.ts';
-import { buildTestApp, type ConfigOverrides, type TestApp, tempDir } from '../helpers/app.ts';
+import { buildTestApp, type ConfigOverrides, type TestApp, tempDir, testRsaKey } from '../helpers/app.ts';
 import { TestClock } from '../helpers/clock.ts';
 import { userIdFor } from '../storage/helpers.ts';
 import { bearer } from './helpers.ts';
 
-const pem = () =>
-  generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
-    format: 'pem',
-    type: 'pkcs8',
-  }) as string;
+/** A 2048-bit RSA private key, a different one on each call (from the suites' pool, see helpers/app.ts). */
+const pem = () => testRsaKey();
 const publicOf = (privatePem: string) =>
   createPublicKey(privatePem).export({ format: 'pem', type: 'spki' }) as string;
 
@@ -44,8 +41,12 @@ async function jwksOf(t: TestApp) {
 describe('key rotation', () => {
   const apps: TestApp[] = [];
   const dirs: string[] = [];
-  after(async () => {
-    for (const a of apps) await a.close();
+  // A test's apps close when it ends, so that their databases go back to the pool for the next test
+  // (an app left open until the end of the suite costs a fresh PGlite each).
+  afterEach(async () => {
+    for (const a of apps.splice(0)) await a.close();
+  });
+  after(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
   const app = async (overrides: ConfigOverrides, clock = new TestClock(T0.getTime())) => {

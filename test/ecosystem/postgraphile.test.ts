@@ -6,7 +6,7 @@
  * with the default claims namespace (a URL), as docs/hasura.md says.
  */
 import assert from 'node:assert/strict';
-import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPublicKey, randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,14 +18,11 @@ import { postgraphile } from 'postgraphile';
 import { buildApp } from '../../src/app.ts';
 import { configFrom } from '../../src/config.ts';
 import { type AppContext, createContext } from '../../src/context.ts';
-import { buildTestApp, type TestApp, tempDir } from '../helpers/app.ts';
+import { buildTestApp, type TestApp, tempDir, testRsaKey } from '../helpers/app.ts';
 import { runsHere } from '../helpers/requirements.ts';
 
-const pem = () =>
-  generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
-    format: 'pem',
-    type: 'pkcs8',
-  }) as string;
+/** A 2048-bit RSA private key, a different one on each call (from the suites' pool, see helpers/app.ts). */
+const pem = () => testRsaKey();
 
 interface Jwk {
   kid: string;

@@ -71,7 +71,10 @@ for (const kind of dbKinds()) {
           // Synchronously, inside the handler: the request is under way before the server says "250".
           t.app
             .inject({ method: 'GET', url: pathOf(findLink(mail.text, pathPart)) })
-            .then((res) => resolve({ status: res.statusCode, location: String(res.headers.location) }), reject);
+            .then(
+              (res) => resolve({ status: res.statusCode, location: String(res.headers.location) }),
+              reject,
+            );
         };
       });
 

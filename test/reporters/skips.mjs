@@ -8,6 +8,7 @@
  * lines would otherwise be invisible there. Plain JavaScript, so that node can load it before any
  * TypeScript loader is in place.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { spec, tap } from 'node:test/reporters';
@@ -63,6 +64,28 @@ export function slowestSummary(durations, count = 8) {
   ];
 }
 
+/**
+ * Records each file's duration in seconds in .tmp/test-durations.json beside the test build, merged into
+ * the earlier records: scripts/test-build.mjs starts the longest files first. Only in the test build.
+ */
+export function recordDurations(durations, root = ROOT) {
+  if (path.basename(root) !== 'test-build') return;
+  const file = path.join(root, '..', 'test-durations.json');
+  let known = {};
+  try {
+    known = JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    // No record yet.
+  }
+  // Test files only: the reporter's own suite runs it on fixtures too.
+  for (const [name, ms] of durations) if (name.endsWith('.test.js')) known[name] = Math.round(ms / 100) / 10;
+  try {
+    writeFileSync(file, `${JSON.stringify(known, null, 2)}\n`);
+  } catch {
+    // The order is an optimisation; a read-only checkout runs the files in the recorded or default order.
+  }
+}
+
 export default async function* skipsReporter(source) {
   const skipped = [];
   const failed = [];
@@ -88,6 +111,7 @@ export default async function* skipsReporter(source) {
   } else {
     yield* tap(watch());
   }
+  recordDurations(durations);
   const lines = [...slowestSummary(durations), ...failureSummary(failed), ...skipSummary(skipped)];
   yield `${lines.join('\n')}\n`;
 }
