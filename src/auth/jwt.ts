@@ -137,7 +137,9 @@ export function signHmacJwt(
   const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(
     JSON.stringify(payload),
   ).toString('base64url')}`;
-  const signature = createHmac(`sha${alg.slice(2)}`, key).update(input).digest('base64url');
+  const signature = createHmac(`sha${alg.slice(2)}`, key)
+    .update(input)
+    .digest('base64url');
   return `${input}.${signature}`;
 }
 
