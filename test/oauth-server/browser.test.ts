@@ -166,13 +166,18 @@ if (runsHere('chromium', 'the OAuth consent walk in headless Chromium')) {
       // it: a cross-origin fetch that CORS must let the page read, though CORS_ORIGINS does not list it.
       const exchanged = await page.evaluate(
         async ({ base, body }) => {
-          const meta = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
+          const meta = (await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json()) as {
+            token_endpoint: string;
+          };
           const res = await fetch(meta.token_endpoint, {
             method: 'POST',
             headers: { 'content-type': 'application/x-www-form-urlencoded' },
             body: new URLSearchParams(body),
           });
-          return { status: res.status, json: await res.json() };
+          return {
+            status: res.status,
+            json: (await res.json()) as { token_type?: string; access_token?: string },
+          };
         },
         {
           base,
