@@ -43,7 +43,11 @@ for (const kind of dbKinds()) {
     let rs: { id: string; secret: string };
 
     before(async () => {
-      t = await buildOAuthApp(kind);
+      // The app's custom claims (JWT_CLAIMS_FUNCTION) reach graphql-scope tokens as they reach sign-ins.
+      t = await buildOAuthApp(kind, { JWT_CLAIMS_FUNCTION: 'public.app_claims' });
+      await t.ctx.db.exec(`
+        CREATE FUNCTION public.app_claims(user_id uuid, claims jsonb) RETURNS jsonb LANGUAGE sql AS $$
+          SELECT jsonb_build_object('x-hasura-org-id', 'org-' || left(user_id::text, 8)) $$;`);
       as = await discover(t);
       browser = await signedInBrowser(t);
       clientId = await publicClient(t);
@@ -140,7 +144,7 @@ for (const kind of dbKinds()) {
       assert.match(res.json().message, /OAuth access token/);
     });
 
-    it('adds the person’s own Hasura claims with the graphql scope', async () => {
+    it('adds the person’s own Hasura claims with the graphql scope, the app’s custom claims included', async () => {
       const result = await tokens(browser, 'graphql');
       const claims = decodeJwt(result.access_token)['https://hasura.io/jwt/claims'] as Record<
         string,
@@ -149,6 +153,7 @@ for (const kind of dbKinds()) {
       assert.equal(claims['x-hasura-user-id'], browser.userId);
       assert.deepEqual(claims['x-hasura-allowed-roles'], ['user']);
       assert.equal(claims['x-hasura-default-role'], 'user');
+      assert.equal(claims['x-hasura-org-id'], `org-${browser.userId.slice(0, 8)}`, "the app's claims too");
     });
 
     it('answers userinfo for a token without a resource (the issuer’s own APIs), not for an MCP token', async () => {

@@ -9,6 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { secretsEqual } from '../../constant-time.ts';
 import type { Queryable } from '../../db/database.ts';
 import { type AccountProfile, findAccountByUserId, loadProfile } from '../accounts-store.ts';
+import { withCustomClaims } from '../custom-claims.ts';
 import { revoke } from '../revocations.ts';
 import { sha256Hex } from '../secrets.ts';
 import { claimsOf } from '../sessions.ts';
@@ -96,6 +97,21 @@ async function tokensFor(
 ): Promise<TokenResponse> {
   const issuer = issuerOf(deps.config);
   const lifetimeS = deps.config.JWT_EXPIRES_IN * 60;
+  // The person's own roles and claims, never more: what a sign-in of theirs would carry, the app's
+  // custom claims included (its function and hook are told the client: `oauth-client:<client_id>`).
+  const hasura = grant.scopes.includes('graphql')
+    ? {
+        namespace: deps.config.JWT_CLAIMS_NAMESPACE,
+        vars: await withCustomClaims(
+          deps.config,
+          deps.db,
+          now,
+          profile,
+          { id: grant.sessionId, method: `oauth-client:${grant.clientId}` },
+          claimsOf(deps.config, profile),
+        ),
+      }
+    : undefined;
   const access = await signOAuthAccessToken(
     deps.oauthKeys,
     {
@@ -108,10 +124,7 @@ async function tokensFor(
       grantId: grant.familyId,
       authTime: grant.authTime,
       lifetimeS,
-      // The person's own roles and claims, never more: what a sign-in of theirs would carry.
-      hasura: grant.scopes.includes('graphql')
-        ? { namespace: deps.config.JWT_CLAIMS_NAMESPACE, vars: claimsOf(deps.config, profile) }
-        : undefined,
+      hasura,
     },
     now,
   );
