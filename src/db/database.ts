@@ -355,6 +355,12 @@ export function openPostgres(url: string, poolSize = 10, opts: PostgresOptions =
   });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => {});
+  // Nor a checked-out one: pg-pool takes its own listener off a client while it is out, and `watch`
+  // (below) covers the statements we run on it, but an 'error' event with no listener at all is an
+  // uncaught exception that ends the process. Backends terminated under load (57P01) hit such a moment
+  // once in test/reliability/database-faults; this listener closes every such window. The failure still
+  // reaches the statement in flight, and the client is discarded when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}));
   // pool.query, with the connection watched: a lost one is told by the client's events, not by words.
   const onClient = async <R>(run: (client: pg.PoolClient) => Promise<R>): Promise<R> => {
     const client = await acquire(pool);
