@@ -164,8 +164,8 @@ export async function installSecurity(
  * (clients register themselves: DCR, metadata documents): discovery, the keys, the token exchange,
  * revocation, registration and userinfo. They answer any origin, never with credentials: nothing there
  * reads a cookie (a code with its PKCE verifier, a refresh token or a bearer token is the proof), so a
- * page can learn nothing it did not send. OAuth 2.0 for Browser-Based Applications (IETF draft, §6)
- * expects exactly this of the token endpoint. Everything else keeps the allowed origins and credentials.
+ * page can learn nothing it did not send; a browser-based client (the IETF's OAuth 2.0 for Browser-Based
+ * Applications) cannot work without it. Everything else keeps the allowed origins and credentials.
  */
 const OPEN_TO_ANY_ORIGIN = new Set([
   '/.well-known/oauth-authorization-server',
