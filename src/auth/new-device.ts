@@ -136,6 +136,23 @@ async function recentClients(
 }
 
 /**
+ * Whether no new-device notice can be due for this sign-in: notices are off (or nothing sends email),
+ * the account has no address, the client is unknown, or this very client signed in within the window
+ * (one indexed probe). False: the full comparison (noticeNewDevice) decides.
+ */
+export async function noNoticeDue(
+  deps: SessionDeps & { readonly mailer?: MailPort },
+  db: Queryable,
+  input: { profile: AccountProfile; sessionId: string; client: EventClient | null },
+): Promise<boolean> {
+  const { profile, client } = input;
+  if (!deps.config.NOTIFY_NEW_SIGN_IN || !deps.mailer?.sends || !profile.account.email || !client)
+    return true;
+  const since = new Date(deps.clock.now().getTime() - KNOWN_DEVICE_DAYS * 86_400_000);
+  return seenSameClient(db, profile.account.id, input.sessionId, since, client);
+}
+
+/**
  * Emails the owner when this sign-in (session `sessionId`, from `client`) comes from a device not seen
  * on the account in the last KNOWN_DEVICE_DAYS. Runs in the sign-in's transaction: the email is queued
  * in the outbox and goes out only if the sign-in commits.
@@ -148,10 +165,9 @@ export async function noticeNewDevice(
   const { profile, client } = input;
   const email = profile.account.email;
   const mailer = deps.mailer;
-  if (!deps.config.NOTIFY_NEW_SIGN_IN || !mailer?.sends || !email || !client) return false;
+  if (!mailer || !email || !client || (await noNoticeDue(deps, tx, input))) return false;
   const now = deps.clock.now();
   const since = new Date(now.getTime() - KNOWN_DEVICE_DAYS * 86_400_000);
-  if (await seenSameClient(tx, profile.account.id, input.sessionId, since, client)) return false;
   const seen = await recentClients(tx, profile.account.id, input.sessionId, since);
   // The account's very first sign-in: no device to compare with, nothing to tell.
   if (seen.length === 0) return false;

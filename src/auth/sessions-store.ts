@@ -6,6 +6,7 @@
  * tokens (foreign key, on delete cascade).
  */
 import type { Queryable } from '../db/database.ts';
+import type { NewSecurityEvent } from '../events/events-store.ts';
 
 /**
  * The account a token was being stored for no longer exists: it was deleted while it signed in or
@@ -70,9 +71,23 @@ export interface SessionRow {
  * the account second (the foreign-key check of the insert) let a sign-in or refresh racing
  * `POST /auth/delete` deadlock with it on PostgreSQL, and one of the two answered 500.
  */
-export async function insertSessionToken(db: Queryable, row: NewSessionToken): Promise<void> {
+export async function insertSessionToken(
+  db: Queryable,
+  row: NewSessionToken,
+  event?: NewSecurityEvent,
+): Promise<void> {
+  // With `event` (a sign-in's feed row, sessions.ts), the same statement writes it, for the same account.
+  const eventCte = event
+    ? `, event AS (
+       INSERT INTO auth.security_events (id, account_id, type, created_at, ip, user_agent, session_id, details)
+       SELECT $10, account.id, $11, $12, $13, $14, session.id, $15::jsonb FROM account, session
+     )`
+    : '';
+  const eventParams = event
+    ? [event.id, event.type, event.createdAt, event.ip, event.userAgent, JSON.stringify(event.details)]
+    : [];
   const { rowCount } = await db.query(
-    'InsertSessionToken',
+    event ? 'InsertSessionTokenAndEvent' : 'InsertSessionToken',
     `WITH account AS (
        SELECT id FROM auth.accounts WHERE id = $3 FOR KEY SHARE
      ), expired AS (
@@ -88,7 +103,7 @@ export async function insertSessionToken(db: Queryable, row: NewSessionToken): P
          SET last_active_at = EXCLUDED.last_active_at,
              expires_at = greatest(auth.sessions.expires_at, EXCLUDED.expires_at)
        RETURNING id
-     )
+     )${eventCte}
      INSERT INTO auth.session_tokens (token_hash, family_id, account_id, created_at, expires_at, signed_in_at)
      SELECT $1, session.id, account.id, $4, $5, $6 FROM account, session`,
     [
@@ -101,6 +116,7 @@ export async function insertSessionToken(db: Queryable, row: NewSessionToken): P
       row.origin?.method ?? null,
       row.origin?.userAgent ?? null,
       row.origin?.ip ?? null,
+      ...eventParams,
     ],
   );
   if (rowCount === 0) throw new AccountGone();

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Queryable } from '../db/database.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
-import { insertSecurityEvent } from './events-store.ts';
+import { insertSecurityEvent, type NewSecurityEvent } from './events-store.ts';
 import type { AccountEvent, AccountEventType } from './types.ts';
 
 /** What recording an event needs from outside. */
@@ -54,10 +54,15 @@ const USER_AGENT_MAX = 512;
  * sign-in). Resolves with whether the feed kept it (false: throttled, or no such account).
  */
 export async function recordEvent(deps: EventDeps, tx: Queryable, event: AccountEvent): Promise<boolean> {
-  const client = event.client ?? null;
   // Sent whether or not the feed keeps it (a throttled failed sign-in has no webhook anyway).
   await deps.webhooks?.fromAccountEvent(tx, event);
-  return insertSecurityEvent(tx, {
+  return insertSecurityEvent(tx, eventRow(deps, event));
+}
+
+/** The feed's row of `event`, as recordEvent writes it. */
+export function eventRow(deps: EventDeps, event: AccountEvent): NewSecurityEvent {
+  const client = event.client ?? null;
+  return {
     id: eventId(deps.clock.now().getTime()),
     accountId: event.accountId,
     type: event.type,
@@ -67,5 +72,13 @@ export async function recordEvent(deps: EventDeps, tx: Queryable, event: Account
     sessionId: event.sessionId ?? null,
     details: event.details,
     atMostOneWithinMs: THROTTLED[event.type],
-  });
+  };
+}
+
+/**
+ * Whether recording `event` is its feed row alone (no webhook subscribed to it, no throttling), so that
+ * a caller may write that row within a statement of its own (sessions.ts, a sign-in's one statement).
+ */
+export function onlyTheFeed(deps: EventDeps, event: AccountEvent): boolean {
+  return THROTTLED[event.type] === undefined && !(deps.webhooks?.wantsAccountEvent(event) ?? false);
 }

@@ -55,9 +55,14 @@ export class Webhooks {
    * Queues the webhook an account event becomes (account-events.ts), in the event's transaction: the
    * events/ sink. The account's user id (and address, for an email change) is read in `tx`.
    */
-  async fromAccountEvent(tx: Queryable, event: AccountEvent): Promise<void> {
+  /** Whether `event` is sent to a receiver (its webhook type is subscribed). */
+  wantsAccountEvent(event: AccountEvent): boolean {
     const mapped = webhookOfAccountEvent(event, null);
-    if (!mapped || !this.wants(mapped.type)) return;
+    return mapped !== undefined && this.wants(mapped.type);
+  }
+
+  async fromAccountEvent(tx: Queryable, event: AccountEvent): Promise<void> {
+    if (!this.wantsAccountEvent(event)) return;
     const account = await accountFacts(tx, event.accountId);
     // The account is gone (deleted in the same transaction): its deletion is the webhook that counts.
     if (!account) return;
